@@ -1,0 +1,29 @@
+#pragma once
+/// Subcommands of the dtsim command line.
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace dtsim::cli {
+
+struct SimulateOptions {
+  std::string model = "llama2-7b";
+  std::string cluster = "dgx-h100";
+  std::string strategy = "ddp";
+  std::optional<int> nodes;
+  std::optional<std::int64_t> seq_len;
+  std::optional<std::string> profile;
+  std::optional<std::string> trace;
+  bool json = false;
+  bool full = false;
+};
+
+void add_simulate(CLI::App& app, SimulateOptions& options);
+int run_simulate(const SimulateOptions& options, std::ostream& out);
+
+void add_list(CLI::App& app);
+int run_list(std::ostream& out);
+
+}  // namespace dtsim::cli

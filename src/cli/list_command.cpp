@@ -1,0 +1,40 @@
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "cli/commands.hpp"
+#include "dtsim/core/input_error.hpp"
+#include "dtsim/driver/simulation.hpp"
+#include "dtsim/hw/device.hpp"
+#include "dtsim/model/workload_loader.hpp"
+#include "dtsim/plan/strategy.hpp"
+#include "dtsim/topo/cluster_loader.hpp"
+
+namespace dtsim::cli {
+
+void add_list(CLI::App& app) { app.add_subcommand("list", "show the bundled models, clusters, devices and presets"); }
+
+int run_list(std::ostream& out) {
+  hw::DeviceCatalog catalog;
+  fmt::print(out, "models (workloads/)\n");
+  for (const std::string& name : driver::bundled("workloads")) {
+    model::Graph g = model::load_workload(driver::data_dir() / "workloads" / (name + ".json"));
+    fmt::print(out, "  {:<16} {:>9.2f} B params  {}\n", name, g.parameter_count() / 1e9,
+               g.seq_len > 0 ? fmt::format("seq_len {}", g.seq_len) : std::string("per-sample"));
+  }
+  fmt::print(out, "\nclusters (topologies/)\n");
+  for (const std::string& name : driver::bundled("topologies")) {
+    topo::Cluster c = topo::load_cluster(driver::data_dir() / "topologies" / (name + ".json"), catalog);
+    fmt::print(out, "  {:<20} {:>3} x {} GPUs  {}\n", name, c.nodes(), c.gpus_per_node(), c.device().name);
+  }
+  fmt::print(out, "\ndevices\n");
+  for (const hw::Device& d : catalog.devices()) {
+    fmt::print(out, "  {:<16} {:>7.1f} TFLOP/s bf16  {:>6.1f} GiB  {:>6.0f} GB/s HBM\n", d.name,
+               d.peak_for(hw::Dtype::kBf16).value() / 1e12, d.hbm_capacity.value() / 1073741824.0,
+               d.hbm_bandwidth.value() / 1e9);
+  }
+  fmt::print(out, "\nstrategy presets (--strategy NAME[,key=value...]; keys: {})\n", plan::strategy_keys());
+  for (const plan::Preset& p : plan::presets()) fmt::print(out, "  {:<22} {:<26} {}\n", p.name, p.expansion, p.description);
+  return 0;
+}
+
+}  // namespace dtsim::cli

@@ -1,0 +1,32 @@
+// The dtsim command. Parsing and printing only: every error below is an
+// InputError or a CLI11 usage error, printed on one line with a non-zero exit.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.hpp"
+#include "dtsim/core/input_error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"dtsim: predict the step time, throughput, memory and bottlenecks of distributed training"};
+  app.require_subcommand(1);
+  dtsim::cli::SimulateOptions simulate;
+  dtsim::cli::add_simulate(app, simulate);
+  dtsim::cli::add_list(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (app.got_subcommand("simulate")) return dtsim::cli::run_simulate(simulate, std::cout);
+    if (app.got_subcommand("list")) return dtsim::cli::run_list(std::cout);
+  } catch (const dtsim::core::InputError& e) {
+    std::fprintf(stderr, "dtsim: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

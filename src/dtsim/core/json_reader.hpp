@@ -1,0 +1,75 @@
+#pragma once
+/// Reading of people-written JSON objects with exact errors. A JsonReader is a
+/// view of one object that knows its file and JSON pointer; every accessor
+/// records the key it read, and finish() rejects the keys nobody read, listing
+/// the valid ones. Wrong types, bad enum values and unitless quantities throw
+/// InputError naming file, pointer and what was expected.
+#include <filesystem>
+#include <initializer_list>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dtsim/core/input_error.hpp"
+#include "dtsim/core/units.hpp"
+
+namespace dtsim::core {
+
+/// Parses a JSON file; malformed JSON becomes an InputError with line and column.
+nlohmann::json load_json_file(const std::filesystem::path& path);
+
+class JsonReader {
+ public:
+  JsonReader(const nlohmann::json& object, std::string file, std::string pointer = "");
+
+  [[nodiscard]] bool has(const std::string& key) const;
+  [[nodiscard]] const std::string& file() const { return file_; }
+  [[nodiscard]] std::string pointer_of(const std::string& key) const { return pointer_ + "/" + key; }
+  [[nodiscard]] const nlohmann::json& raw() const { return *object_; }
+
+  std::int64_t integer(const std::string& key);
+  std::int64_t integer_or(const std::string& key, std::int64_t fallback);
+  /// A positive integer (>= 1).
+  std::int64_t count(const std::string& key);
+  std::int64_t count_or(const std::string& key, std::int64_t fallback);
+  double number(const std::string& key);
+  double number_or(const std::string& key, double fallback);
+  std::string string(const std::string& key);
+  std::string string_or(const std::string& key, const std::string& fallback);
+  std::string choice(const std::string& key, std::initializer_list<const char*> valid);
+  std::string choice_or(const std::string& key, std::initializer_list<const char*> valid, const std::string& fallback);
+  bool boolean_or(const std::string& key, bool fallback);
+
+  Bytes bytes(const std::string& key);
+  BytesPerSecond bandwidth(const std::string& key);
+  Seconds duration(const std::string& key);
+  Seconds duration_or(const std::string& key, Seconds fallback);
+  Flops flops(const std::string& key);
+  FlopsPerSecond flop_rate(const std::string& key);
+
+  JsonReader object(const std::string& key);
+  std::optional<JsonReader> optional_object(const std::string& key);
+  std::vector<JsonReader> objects(const std::string& key);
+
+  /// Marks a key as read without reading it (free-text fields such as "source").
+  void ignore(const std::string& key);
+  /// Throws for the first key that no accessor read.
+  void finish() const;
+
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+
+ private:
+  const nlohmann::json& at(const std::string& key, nlohmann::json::value_t expected, const char* what);
+  template <class Parse>
+  auto quantity(const std::string& key, Parse parse);
+
+  const nlohmann::json* object_;
+  std::string file_;
+  std::string pointer_;
+  std::set<std::string> read_;
+};
+
+}  // namespace dtsim::core

@@ -1,0 +1,19 @@
+#pragma once
+/// Parsing of quantities written by people: "400 Gb/s", "900 GB/s", "80 GiB",
+/// "1.5 us", "989 TFLOP/s". Bits (b) and bytes (B) are distinct, as are decimal
+/// (GB = 1e9) and binary (GiB = 2^30) prefixes. A bare number is rejected: the
+/// unit is never guessed. Each parser throws std::invalid_argument with a
+/// message of the form 'expected a bandwidth like "400 Gb/s", got "400"'.
+#include <string_view>
+
+#include "dtsim/core/units.hpp"
+
+namespace dtsim::core {
+
+Bytes parse_bytes(std::string_view text);
+BytesPerSecond parse_bandwidth(std::string_view text);
+Seconds parse_duration(std::string_view text);
+Flops parse_flops(std::string_view text);
+FlopsPerSecond parse_flop_rate(std::string_view text);
+
+}  // namespace dtsim::core

@@ -1,0 +1,81 @@
+#include "dtsim/driver/simulation.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "dtsim/core/input_error.hpp"
+#include "dtsim/hw/profile.hpp"
+#include "dtsim/model/workload_loader.hpp"
+#include "dtsim/net/collective.hpp"
+#include "dtsim/plan/lower.hpp"
+#include "dtsim/sim/replay.hpp"
+#include "dtsim/topo/cluster_loader.hpp"
+
+namespace dtsim::driver {
+
+std::filesystem::path data_dir() {
+  if (const char* env = std::getenv("DTSIM_DATA_DIR"); env && *env) return env;
+  return DTSIM_SOURCE_DIR;
+}
+
+std::vector<std::string> bundled(const std::string& folder) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(data_dir() / folder, ec)) {
+    if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::filesystem::path resolve_input(const std::string& name_or_path, const std::string& folder, const std::string& flag) {
+  if (std::filesystem::is_regular_file(name_or_path)) return name_or_path;
+  std::filesystem::path bundled_file = data_dir() / folder / (name_or_path + ".json");
+  if (std::filesystem::is_regular_file(bundled_file)) return bundled_file;
+  std::string choices;
+  for (const std::string& n : bundled(folder)) choices += (choices.empty() ? "" : ", ") + n;
+  throw core::InputError(flag, "", fmt::format("no file \"{}\" and no bundled {} of that name; bundled: {}",
+                                               name_or_path, folder, choices));
+}
+
+Simulation simulate(const SimulationRequest& request) {
+  hw::DeviceCatalog catalog;
+  model::Graph graph = model::load_workload(resolve_input(request.model, "workloads", "--model"), {request.seq_len});
+  if (request.nodes && *request.nodes < 1) throw core::InputError("--nodes", "", "expected a positive node count");
+  topo::Cluster cluster = topo::load_cluster(resolve_input(request.cluster, "topologies", "--cluster"), catalog,
+                                             {request.nodes});
+  plan::ResolvedStrategy strategy = plan::resolve(plan::parse_strategy(request.strategy), graph, cluster);
+
+  hw::Efficiency efficiency;
+  if (request.profile) {
+    hw::Profile profile = hw::load_profile(*request.profile);
+    if (!catalog.find(profile.device) || catalog.find(profile.device)->name != cluster.device().name) {
+      throw core::InputError(*request.profile, "/device",
+                             fmt::format("expected a profile of the cluster's {}, got \"{}\"", cluster.device().name, profile.device));
+    }
+    efficiency = profile.efficiency;
+  }
+  hw::CostModel cost_model(cluster.device(), efficiency);
+  net::Network network(cluster, {});
+
+  plan::TaskGraph tasks = plan::lower(graph, strategy, cluster, {request.full});
+  plan::Timeline timeline = sim::replay(tasks, cost_model, network);
+
+  report::RunInfo info;
+  info.model = graph.name;
+  info.cluster = cluster.name();
+  info.device = cluster.device().name;
+  info.strategy = request.strategy;
+  info.nodes = (strategy.world + cluster.gpus_per_node() - 1) / cluster.gpus_per_node();
+  info.global_batch = strategy.s.gbs;
+  info.seq_len = graph.seq_len;
+  info.parameters = graph.parameter_count();
+  info.peak_per_gpu = cluster.device().peak_for(strategy.s.dtype);
+  info.memory_capacity = cluster.device().hbm_capacity;
+  report::Report report = report::analyze(tasks, timeline, info, strategy.micro_batches);
+  return Simulation{std::move(graph), std::move(cluster), strategy, std::move(tasks), std::move(timeline), std::move(report)};
+}
+
+}  // namespace dtsim::driver

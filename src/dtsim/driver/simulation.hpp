@@ -1,0 +1,51 @@
+#pragma once
+/// One prediction end to end: load the model and cluster, parse and resolve
+/// the strategy, lower to a TaskGraph, replay, analyze. The CLI, the tests
+/// and the benchmarks all go through here.
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtsim/model/graph.hpp"
+#include "dtsim/plan/strategy.hpp"
+#include "dtsim/plan/task_graph.hpp"
+#include "dtsim/plan/timeline.hpp"
+#include "dtsim/report/report.hpp"
+#include "dtsim/topo/cluster.hpp"
+
+namespace dtsim::driver {
+
+/// Where bundled inputs live: $DTSIM_DATA_DIR if set, else the source tree
+/// the binary was built from.
+std::filesystem::path data_dir();
+
+/// A name of a bundled file ("llama2-7b") or a path. Throws InputError naming
+/// the flag and the bundled choices when neither exists.
+std::filesystem::path resolve_input(const std::string& name_or_path, const std::string& folder, const std::string& flag);
+
+/// Names of the bundled files in data_dir()/folder, without ".json".
+std::vector<std::string> bundled(const std::string& folder);
+
+struct SimulationRequest {
+  std::string model;
+  std::string cluster;
+  std::string strategy;
+  std::optional<int> nodes;
+  std::optional<std::int64_t> seq_len;
+  std::optional<std::string> profile;
+  bool full = false;
+};
+
+struct Simulation {
+  model::Graph graph;
+  topo::Cluster cluster;
+  plan::ResolvedStrategy strategy;
+  plan::TaskGraph tasks;
+  plan::Timeline timeline;
+  report::Report report;
+};
+
+Simulation simulate(const SimulationRequest& request);
+
+}  // namespace dtsim::driver

@@ -1,0 +1,51 @@
+#pragma once
+/// Time of one op on one device: a roofline with efficiency.
+///
+///   t = overhead(kind) + max(flops / (peak(dtype) * gemm_fraction),
+///                            bytes  / (hbm_bandwidth * memory_fraction))
+///
+/// Unfused attention runs its GEMMs and its softmax as separate kernels, so
+/// those two terms add instead. The fixed overhead is the launch and ramp of a
+/// kernel; it is what makes small GEMMs inefficient (the achieved fraction of
+/// peak is gemm_fraction * t_ideal / (t_ideal + overhead)). Defaults in
+/// Efficiency are documented there; a calibration profile replaces them.
+#include "dtsim/core/units.hpp"
+#include "dtsim/hw/device.hpp"
+#include "dtsim/model/graph.hpp"
+
+namespace dtsim::hw {
+
+struct Efficiency {
+  /// Share of peak dense FLOP/s that cuBLAS reaches on large GEMMs: 0.8 is
+  /// what Megatron-LM's authors report for large fp16 GEMMs on A100
+  /// (Narayanan et al. 2021, §5.8) and close to H100 bf16 cuBLAS figures.
+  double gemm_fraction = 0.80;
+  /// Share of HBM bandwidth a streaming kernel reaches (STREAM-like copies reach 85-92%).
+  double memory_fraction = 0.85;
+  /// Launch and ramp of one GEMM kernel, and of one memory-bound kernel.
+  core::Seconds gemm_overhead = core::Seconds(4e-6);
+  core::Seconds memory_overhead = core::Seconds(2e-6);
+};
+
+/// The work of one op as the planner scaled and sharded it.
+struct OpWork {
+  model::OpKind kind = model::OpKind::kElementwise;
+  core::Flops flops;
+  core::Bytes bytes_moved;
+  model::GemmShape gemm;  ///< rows already multiplied by the micro-batch, columns divided by tp
+};
+
+class CostModel {
+ public:
+  CostModel(Device device, Efficiency efficiency) : device_(std::move(device)), efficiency_(efficiency) {}
+
+  [[nodiscard]] core::Seconds time(const OpWork& work, Dtype dtype) const;
+  [[nodiscard]] const Device& device() const { return device_; }
+  [[nodiscard]] const Efficiency& efficiency() const { return efficiency_; }
+
+ private:
+  Device device_;
+  Efficiency efficiency_;
+};
+
+}  // namespace dtsim::hw

@@ -1,0 +1,50 @@
+#pragma once
+/// A GPU as its datasheet describes it. Peak rates are dense (no sparsity).
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dtsim/core/units.hpp"
+
+namespace dtsim::hw {
+
+enum class Dtype { kFp32, kTf32, kFp16, kBf16, kFp8 };
+inline constexpr std::size_t kDtypeCount = 5;
+
+std::string_view to_string(Dtype dtype);
+std::optional<Dtype> parse_dtype(std::string_view text);
+/// Bytes per activation and gradient element: fp8 training keeps activations in 16 bits.
+double activation_bytes(Dtype dtype);
+
+struct Device {
+  std::string name;
+  std::string vendor;
+  /// Peak dense FLOP/s per dtype; zero where the device has no such unit.
+  std::array<core::FlopsPerSecond, kDtypeCount> peak{};
+  core::Bytes hbm_capacity;
+  core::BytesPerSecond hbm_bandwidth;
+  /// GPU-to-GPU fabric (NVLink, Infinity Fabric) per GPU per direction; zero if none.
+  core::BytesPerSecond scale_up_bandwidth;
+  core::BytesPerSecond pcie_bandwidth;  ///< host link per direction
+  std::string source;
+
+  [[nodiscard]] core::FlopsPerSecond peak_for(Dtype dtype) const { return peak[static_cast<std::size_t>(dtype)]; }
+};
+
+/// The bundled datasheet catalog: V100, A100 40/80 GB, H100 SXM and PCIe,
+/// H200, B200, MI300X, L40S.
+class DeviceCatalog {
+ public:
+  DeviceCatalog();
+  [[nodiscard]] const std::vector<Device>& devices() const { return devices_; }
+  /// Case-insensitive lookup by name; nullptr when unknown.
+  [[nodiscard]] const Device* find(std::string_view name) const;
+  [[nodiscard]] std::string names() const;
+
+ private:
+  std::vector<Device> devices_;
+};
+
+}  // namespace dtsim::hw

@@ -1,0 +1,99 @@
+#pragma once
+/// The model as layers of ops. Every figure is per sample (one sequence of
+/// seq_len tokens, or one image) and unsharded; the planner scales by the
+/// micro-batch and divides by the parallel degrees. Counts of tensor elements
+/// are dtype-free; the planner multiplies them by the bytes of the dtype.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtsim/core/units.hpp"
+
+namespace dtsim::model {
+
+enum class OpKind { kGemm, kAttention, kElementwise, kNorm, kEmbedding, kLoss };
+
+/// How tensor parallelism (Megatron) splits an op's compute and weights.
+enum class TensorSplit {
+  kSharded,     ///< column- or row-parallel GEMM, attention heads, vocab-parallel head
+  kReplicated,  ///< norms, dropout, residual: every tp rank repeats it (sequence parallelism shards it)
+};
+
+/// A GEMM of (m x k) by (k x n); m counts rows per sample (tokens), batch counts
+/// independent GEMMs of that shape per sample (attention heads).
+struct GemmShape {
+  std::int64_t m = 0;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  std::int64_t batch = 1;
+};
+
+/// Activation memory an op keeps for its backward pass, per sample.
+struct SavedActivations {
+  double sharded_elements = 0;     ///< divided by tp
+  double replicated_elements = 0;  ///< divided by tp only under sequence parallelism
+  core::Bytes sharded_mask;        ///< 1-byte dropout masks, divided by tp
+  core::Bytes replicated_mask;
+  /// The s x s attention scores (softmax output, dropout output and mask) that
+  /// selective recomputation drops; sharded by tp.
+  double score_elements = 0;
+  core::Bytes score_mask;
+};
+
+struct Op {
+  std::string name;
+  OpKind kind = OpKind::kElementwise;
+  TensorSplit split = TensorSplit::kReplicated;
+  /// Matrix FLOPs (2 per multiply-add); element-wise ops count none, by the
+  /// convention of model-FLOPs accounting.
+  core::Flops forward_flops;
+  core::Flops backward_flops;
+  /// Tensor elements read and written by the forward and backward kernels.
+  double forward_elements_moved = 0;
+  double backward_elements_moved = 0;
+  double params = 0;
+  SavedActivations saved;
+  GemmShape gemm;
+  /// A row-parallel op whose output tp ranks must sum (all-reduce, or
+  /// reduce-scatter under sequence parallelism).
+  bool tp_reduce_after = false;
+  /// A column-parallel op whose input tp ranks must gather under sequence parallelism.
+  bool tp_gather_before = false;
+  /// An MoE expert op: sharded over ep; its FLOPs already count top_k experts per token.
+  bool expert = false;
+};
+
+enum class LayerRole { kEmbedding, kBlock, kHead };
+
+struct Layer {
+  std::string name;
+  LayerRole role = LayerRole::kBlock;
+  std::vector<Op> ops;
+};
+
+/// The shape of a transformer, kept for validating strategies against it.
+struct TransformerShape {
+  std::int64_t layers = 0;
+  std::int64_t hidden = 0;
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;
+  std::int64_t ffn_hidden = 0;
+  std::int64_t vocab = 0;
+  std::int64_t experts = 0;  ///< 0 for a dense model
+  std::int64_t top_k = 0;
+};
+
+struct Graph {
+  std::string name;
+  std::string source;  ///< where the figures come from
+  std::int64_t seq_len = 0;  ///< tokens per sample; 0 for non-sequence models
+  std::optional<TransformerShape> transformer;
+  std::vector<Layer> layers;
+
+  [[nodiscard]] double parameter_count() const;
+  [[nodiscard]] core::Flops forward_flops_per_sample() const;
+  [[nodiscard]] std::int64_t block_count() const;
+};
+
+}  // namespace dtsim::model

@@ -1,0 +1,89 @@
+// `"kind": "graph"`: an explicit layer list, for models that are not
+// transformers (CNNs). Each op names its type and shape; FLOPs, parameters,
+// traffic and saved activations follow from the shape, so a file cannot state
+// FLOPs that disagree with its shapes.
+#include <fmt/format.h>
+
+#include "dtsim/core/json_reader.hpp"
+#include "dtsim/model/workload_loader.hpp"
+
+namespace dtsim::model {
+namespace {
+
+using core::Flops;
+
+void set_gemm(Op& op, GemmShape shape) {
+  op.kind = OpKind::kGemm;
+  op.gemm = shape;
+  double flops = 2.0 * static_cast<double>(shape.m * shape.n * shape.k);
+  op.forward_flops = Flops(flops);
+  op.backward_flops = Flops(2 * flops);
+  double moved = static_cast<double>(shape.m * shape.k + shape.k * shape.n + shape.m * shape.n);
+  op.forward_elements_moved = moved;
+  op.backward_elements_moved = 2 * moved;
+}
+
+void set_memory(Op& op, OpKind kind, double moved, double saved) {
+  op.kind = kind;
+  op.forward_elements_moved = moved;
+  op.backward_elements_moved = 2 * moved;
+  op.saved.replicated_elements = saved;
+}
+
+Op read_op(core::JsonReader& r) {
+  Op op;
+  op.name = r.string("name");
+  op.split = TensorSplit::kReplicated;
+  std::string type = r.choice("type", {"conv", "linear", "norm", "elementwise", "pool"});
+  if (type == "conv") {
+    std::int64_t in = r.count("in_channels"), out = r.count("out_channels");
+    std::int64_t kernel = r.count("kernel"), stride = r.count("stride"), size = r.count("input_size");
+    std::int64_t out_size = (size + stride - 1) / stride;
+    // Convolution as the implicit GEMM cuDNN runs: output pixels x out channels x (kernel^2 x in channels).
+    set_gemm(op, {out_size * out_size, out, kernel * kernel * in, 1});
+    op.params = static_cast<double>(kernel * kernel * in * out);
+    op.saved.replicated_elements = static_cast<double>(in * size * size);
+  } else if (type == "linear") {
+    std::int64_t in = r.count("in_features"), out = r.count("out_features");
+    set_gemm(op, {1, out, in, 1});
+    op.params = static_cast<double>(in * out + out);
+    op.saved.replicated_elements = static_cast<double>(in);
+  } else if (type == "norm") {
+    std::int64_t channels = r.count("channels"), size = r.count("input_size");
+    double elements = static_cast<double>(channels * size * size);
+    set_memory(op, OpKind::kNorm, 2 * elements, elements);
+    op.params = static_cast<double>(2 * channels);
+  } else if (type == "elementwise") {
+    double elements = static_cast<double>(r.count("elements"));
+    set_memory(op, OpKind::kElementwise, 3 * elements, 0);
+  } else {
+    std::int64_t channels = r.count("channels"), in = r.count("input_size"), out = r.count("output_size");
+    set_memory(op, OpKind::kElementwise, static_cast<double>(channels * (in * in + out * out)), 0);
+  }
+  r.finish();
+  return op;
+}
+
+}  // namespace
+
+Graph load_layer_graph(const nlohmann::json& document, const std::string& file) {
+  core::JsonReader r(document, file);
+  r.ignore("kind");
+  Graph graph;
+  graph.name = r.string("name");
+  graph.source = r.string_or("source", "");
+  graph.seq_len = 0;
+  for (core::JsonReader& layer_reader : r.objects("layers")) {
+    Layer layer;
+    layer.name = layer_reader.string("name");
+    layer.role = LayerRole::kBlock;
+    for (core::JsonReader& op_reader : layer_reader.objects("ops")) layer.ops.push_back(read_op(op_reader));
+    layer_reader.finish();
+    graph.layers.push_back(std::move(layer));
+  }
+  if (graph.layers.empty()) r.fail("layers", "expected at least one layer");
+  r.finish();
+  return graph;
+}
+
+}  // namespace dtsim::model

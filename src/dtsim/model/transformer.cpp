@@ -1,0 +1,188 @@
+#include "dtsim/model/transformer.hpp"
+
+namespace dtsim::model {
+namespace {
+
+using core::Bytes;
+using core::Flops;
+
+// Forward and backward figures of one GEMM. Backward runs two GEMMs of the
+// same size (input gradient and weight gradient), hence twice the work.
+Op gemm_op(std::string name, TensorSplit split, GemmShape shape) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::kGemm;
+  op.split = split;
+  op.gemm = shape;
+  double flops = 2.0 * static_cast<double>(shape.batch * shape.m * shape.n * shape.k);
+  op.forward_flops = Flops(flops);
+  op.backward_flops = Flops(2 * flops);
+  double moved = static_cast<double>(shape.batch * (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n));
+  op.forward_elements_moved = moved;
+  op.backward_elements_moved = 2 * moved;
+  return op;
+}
+
+Op memory_op(std::string name, OpKind kind, TensorSplit split, double forward_moved) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = kind;
+  op.split = split;
+  op.forward_elements_moved = forward_moved;
+  op.backward_elements_moved = 2 * forward_moved;
+  return op;
+}
+
+Op norm_op(std::string name, const TransformerConfig& c) {
+  double sh = static_cast<double>(c.seq_len * c.hidden);
+  Op op = memory_op(std::move(name), OpKind::kNorm, TensorSplit::kReplicated, 2 * sh);
+  op.params = static_cast<double>(c.norm == NormKind::kLayerNorm ? 2 * c.hidden : c.hidden);
+  op.saved.replicated_elements = sh;
+  return op;
+}
+
+void add_attention(Layer& layer, const TransformerConfig& c) {
+  const std::int64_t s = c.seq_len, h = c.hidden, a = c.heads;
+  const std::int64_t head_dim = h / a;
+  const std::int64_t kv_width = 2 * c.kv_heads * head_dim;
+  const double sh = static_cast<double>(s * h);
+
+  layer.ops.push_back(norm_op("attn.norm", c));
+
+  Op qkv = gemm_op("attn.qkv", TensorSplit::kSharded, {s, h + kv_width, h, 1});
+  qkv.params = static_cast<double>(h * (h + kv_width));
+  qkv.saved.replicated_elements = sh;
+  qkv.tp_gather_before = true;
+  layer.ops.push_back(qkv);
+
+  // Q·K^T and scores·V: two batched GEMMs per head (GQA shares K and V, not FLOPs).
+  Op core = gemm_op("attn.core", TensorSplit::kSharded, {s, s, head_dim, 2 * a});
+  core.kind = OpKind::kAttention;
+  double scores = static_cast<double>(a * s * s);
+  // Unfused attention writes the scores, reads them for softmax, writes and re-reads the probabilities.
+  core.forward_elements_moved += 3 * scores;
+  core.backward_elements_moved += 6 * scores;
+  core.saved.sharded_elements = sh + static_cast<double>(s * kv_width);  // Q, K, V
+  core.saved.score_elements = 2 * scores;                                 // softmax and dropout outputs
+  core.saved.score_mask = Bytes(scores);                                  // dropout mask
+  layer.ops.push_back(core);
+
+  Op proj = gemm_op("attn.proj", TensorSplit::kSharded, {s, h, h, 1});
+  proj.params = static_cast<double>(h * h);
+  proj.saved.sharded_elements = sh;
+  proj.tp_reduce_after = true;
+  layer.ops.push_back(proj);
+
+  Op residual = memory_op("attn.dropout_add", OpKind::kElementwise, TensorSplit::kReplicated, 3 * sh);
+  residual.saved.replicated_mask = Bytes(sh);
+  layer.ops.push_back(residual);
+}
+
+void add_mlp(Layer& layer, const TransformerConfig& c, bool expert, double copies) {
+  const std::int64_t s = c.seq_len, h = c.hidden, f = c.ffn_hidden;
+  const double sh = static_cast<double>(s * h), sf = static_cast<double>(s * f);
+  const bool swiglu = c.mlp == MlpKind::kSwiGlu;
+  const std::int64_t up_width = swiglu ? 2 * f : f;
+  const double param_copies = expert ? static_cast<double>(c.experts) : 1.0;
+
+  auto scaled = [copies](Op op) {
+    op.forward_flops = op.forward_flops * copies;
+    op.backward_flops = op.backward_flops * copies;
+    op.forward_elements_moved *= copies;
+    op.backward_elements_moved *= copies;
+    op.saved.sharded_elements *= copies;
+    op.saved.replicated_elements *= copies;
+    return op;
+  };
+
+  Op up = gemm_op(swiglu ? "mlp.gate_up" : "mlp.fc1", TensorSplit::kSharded, {s, up_width, h, 1});
+  up.params = static_cast<double>(h * up_width) * param_copies;
+  up.saved.replicated_elements = sh;
+  up.tp_gather_before = true;
+  up.expert = expert;
+  layer.ops.push_back(scaled(up));
+
+  Op act = memory_op(swiglu ? "mlp.swiglu" : "mlp.gelu", OpKind::kElementwise, TensorSplit::kSharded,
+                     swiglu ? 3 * sf : 2 * sf);
+  act.saved.sharded_elements = swiglu ? 2 * sf : sf;
+  act.expert = expert;
+  layer.ops.push_back(scaled(act));
+
+  Op down = gemm_op(swiglu ? "mlp.down" : "mlp.fc2", TensorSplit::kSharded, {s, h, f, 1});
+  down.params = static_cast<double>(f * h) * param_copies;
+  down.saved.sharded_elements = sf;
+  down.tp_reduce_after = true;
+  down.expert = expert;
+  layer.ops.push_back(scaled(down));
+}
+
+Layer block(const TransformerConfig& c, std::int64_t index) {
+  Layer layer;
+  layer.name = "block." + std::to_string(index);
+  layer.role = LayerRole::kBlock;
+  add_attention(layer, c);
+  layer.ops.push_back(norm_op("mlp.norm", c));
+  if (c.experts > 0) {
+    Op router = gemm_op("moe.router", TensorSplit::kReplicated, {c.seq_len, c.experts, c.hidden, 1});
+    router.params = static_cast<double>(c.hidden * c.experts);
+    layer.ops.push_back(router);
+    add_mlp(layer, c, true, static_cast<double>(c.top_k));
+  } else {
+    add_mlp(layer, c, false, 1.0);
+  }
+  Op residual = memory_op("mlp.dropout_add", OpKind::kElementwise, TensorSplit::kReplicated,
+                          3.0 * static_cast<double>(c.seq_len * c.hidden));
+  residual.saved.replicated_mask = Bytes(static_cast<double>(c.seq_len * c.hidden));
+  layer.ops.push_back(residual);
+  return layer;
+}
+
+Layer embedding(const TransformerConfig& c) {
+  const double sh = static_cast<double>(c.seq_len * c.hidden);
+  Layer layer{"embedding", LayerRole::kEmbedding, {}};
+  // Vocab-parallel lookup: each tp rank holds vocab/tp rows and the partial results are summed.
+  Op lookup = memory_op("embedding.lookup", OpKind::kEmbedding, TensorSplit::kSharded, 2 * sh);
+  lookup.params = static_cast<double>(c.vocab * c.hidden);
+  lookup.tp_reduce_after = true;
+  layer.ops.push_back(lookup);
+  if (c.learned_positions) {
+    Op positions = memory_op("embedding.positions", OpKind::kElementwise, TensorSplit::kReplicated, 3 * sh);
+    positions.params = sh;
+    layer.ops.push_back(positions);
+  }
+  return layer;
+}
+
+Layer head(const TransformerConfig& c) {
+  const std::int64_t s = c.seq_len;
+  Layer layer{"head", LayerRole::kHead, {}};
+  layer.ops.push_back(norm_op("head.norm", c));
+  Op logits = gemm_op("head.logits", TensorSplit::kSharded, {s, c.vocab, c.hidden, 1});
+  // Tied embeddings share the lookup table's parameters; they are counted once, there.
+  logits.params = c.tied_embeddings ? 0.0 : static_cast<double>(c.vocab * c.hidden);
+  logits.saved.replicated_elements = static_cast<double>(s * c.hidden);
+  logits.tp_gather_before = true;
+  layer.ops.push_back(logits);
+  Op loss = memory_op("head.cross_entropy", OpKind::kLoss, TensorSplit::kSharded, 2.0 * static_cast<double>(s * c.vocab));
+  loss.saved.sharded_elements = static_cast<double>(s * c.vocab);
+  layer.ops.push_back(loss);
+  return layer;
+}
+
+}  // namespace
+
+Graph build_transformer(const TransformerConfig& config) {
+  Graph graph;
+  graph.name = config.name;
+  graph.source = config.source;
+  graph.seq_len = config.seq_len;
+  graph.transformer = TransformerShape{config.layers, config.hidden,  config.heads,   config.kv_heads,
+                                       config.ffn_hidden, config.vocab, config.experts, config.top_k};
+  graph.layers.reserve(static_cast<std::size_t>(config.layers) + 2);
+  graph.layers.push_back(embedding(config));
+  for (std::int64_t i = 0; i < config.layers; ++i) graph.layers.push_back(block(config, i));
+  graph.layers.push_back(head(config));
+  return graph;
+}
+
+}  // namespace dtsim::model

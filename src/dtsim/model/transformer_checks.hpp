@@ -1,0 +1,13 @@
+#pragma once
+/// Shape checks shared by the workload JSON and Hugging Face loaders.
+#include "dtsim/core/json_reader.hpp"
+#include "dtsim/model/transformer.hpp"
+
+namespace dtsim::model {
+
+/// Throws an InputError at the offending field of `reader` when the shape is
+/// impossible (heads not dividing hidden, kv_heads not dividing heads, top_k > experts).
+void check_transformer(const TransformerConfig& c, const core::JsonReader& reader,
+                       const char* heads_key = "heads", const char* kv_heads_key = "kv_heads");
+
+}  // namespace dtsim::model

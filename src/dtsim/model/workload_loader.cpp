@@ -1,0 +1,49 @@
+#include "dtsim/model/workload_loader.hpp"
+
+#include <fmt/format.h>
+
+#include "dtsim/core/json_reader.hpp"
+#include "dtsim/model/transformer.hpp"
+#include "dtsim/model/transformer_checks.hpp"
+
+namespace dtsim::model {
+namespace {
+
+Graph load_transformer(core::JsonReader& r, const LoadOptions& options) {
+  TransformerConfig c;
+  c.name = r.string("name");
+  c.source = r.string_or("source", "");
+  c.layers = r.count("layers");
+  c.hidden = r.count("hidden");
+  c.heads = r.count("heads");
+  c.kv_heads = r.count_or("kv_heads", c.heads);
+  c.ffn_hidden = r.count_or("ffn_hidden", 4 * c.hidden);
+  c.vocab = r.count("vocab");
+  c.seq_len = options.seq_len.value_or(r.count("seq_len"));
+  c.mlp = r.choice_or("mlp", {"gelu", "swiglu"}, "gelu") == "swiglu" ? MlpKind::kSwiGlu : MlpKind::kGelu;
+  c.norm = r.choice_or("norm", {"layernorm", "rmsnorm"}, "layernorm") == "rmsnorm" ? NormKind::kRmsNorm
+                                                                                     : NormKind::kLayerNorm;
+  c.tied_embeddings = r.boolean_or("tied_embeddings", true);
+  c.learned_positions = r.choice_or("positions", {"learned", "rope"}, "learned") == "learned";
+  c.experts = r.integer_or("experts", 0);
+  c.top_k = r.integer_or("top_k", c.experts > 0 ? 2 : 0);
+  r.finish();
+  check_transformer(c, r);
+  return build_transformer(c);
+}
+
+}  // namespace
+
+Graph load_workload_json(const nlohmann::json& document, const std::string& file, const LoadOptions& options) {
+  if (document.is_object() && document.contains("model_type")) return load_hf_config(document, file, options);
+  core::JsonReader r(document, file);
+  std::string kind = r.choice("kind", {"transformer", "graph"});
+  if (kind == "graph") return load_layer_graph(document, file);
+  return load_transformer(r, options);
+}
+
+Graph load_workload(const std::filesystem::path& path, const LoadOptions& options) {
+  return load_workload_json(core::load_json_file(path), path.string(), options);
+}
+
+}  // namespace dtsim::model

@@ -1,0 +1,118 @@
+#include "dtsim/net/collective.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <unordered_map>
+
+namespace dtsim::net {
+
+using core::Bytes;
+using core::BytesPerSecond;
+using core::Seconds;
+
+std::string_view to_string(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kAllReduce: return "all_reduce";
+    case CollectiveOp::kReduceScatter: return "reduce_scatter";
+    case CollectiveOp::kAllGather: return "all_gather";
+    case CollectiveOp::kBroadcast: return "broadcast";
+    case CollectiveOp::kAllToAll: return "all_to_all";
+    case CollectiveOp::kSendRecv: return "send_recv";
+  }
+  return "?";
+}
+
+const topo::Route& Network::route(int from, int to) const {
+  auto key = std::pair{from, to};
+  auto it = routes_.find(key);
+  if (it == routes_.end()) it = routes_.emplace(key, cluster_->route(from, to)).first;
+  return it->second;
+}
+
+Network::StepCost Network::concurrent(const std::vector<std::pair<int, int>>& flows) const {
+  std::unordered_map<int, int> flows_on_link;
+  for (auto [from, to] : flows) {
+    for (int link : route(from, to).links) ++flows_on_link[link];
+  }
+  StepCost step{BytesPerSecond(std::numeric_limits<double>::infinity()), Seconds(0)};
+  for (auto [from, to] : flows) {
+    const topo::Route& r = route(from, to);
+    for (int link : r.links) {
+      const auto& info = cluster_->links()[static_cast<std::size_t>(link)];
+      step.per_flow_bandwidth = std::min(step.per_flow_bandwidth, info.bandwidth / static_cast<double>(flows_on_link[link]));
+    }
+    step.latency = std::max(step.latency, r.latency);
+  }
+  return step;
+}
+
+// Rings that run at the same time (one per node, or one per local GPU index).
+CollectiveCost Network::flat_ring(CollectiveOp op, const std::vector<std::vector<int>>& rings, Bytes bytes) const {
+  std::vector<std::pair<int, int>> flows;
+  std::size_t n = 0;
+  for (const auto& ring : rings) {
+    n = std::max(n, ring.size());
+    for (std::size_t i = 0; i < ring.size() && ring.size() > 1; ++i) flows.emplace_back(ring[i], ring[(i + 1) % ring.size()]);
+  }
+  if (n <= 1) return {Seconds(0), BytesPerSecond(0), false};
+  const StepCost step = concurrent(flows);
+  const BytesPerSecond bandwidth = step.per_flow_bandwidth * options_.bandwidth_efficiency;
+  const double nd = static_cast<double>(n);
+  const double share = (nd - 1) / nd;
+  double steps = nd - 1;
+  Bytes per_rank = bytes * share;
+  switch (op) {
+    case CollectiveOp::kAllReduce: per_rank = bytes * (2 * share); steps = 2 * (nd - 1); break;
+    case CollectiveOp::kBroadcast: per_rank = bytes; break;  // pipelined chunks along the ring
+    case CollectiveOp::kSendRecv: per_rank = bytes; steps = 1; break;
+    default: break;
+  }
+  return {per_rank / bandwidth + step.latency * steps, step.per_flow_bandwidth, false};
+}
+
+CollectiveCost Network::cost(CollectiveOp op, std::span<const int> gpus, Bytes bytes) const {
+  if (gpus.size() <= 1 || bytes.value() <= 0) return {Seconds(0), BytesPerSecond(0), false};
+  if (op == CollectiveOp::kSendRecv) {
+    return flat_ring(op, {{gpus[0], gpus[1]}}, bytes);
+  }
+  if (op == CollectiveOp::kAllToAll) {
+    // Pairwise exchange: in step i every rank sends its 1/n share to rank (r + i) mod n.
+    const std::size_t n = gpus.size();
+    CollectiveCost total{Seconds(0), BytesPerSecond(std::numeric_limits<double>::infinity()), false};
+    for (std::size_t i = 1; i < n; ++i) {
+      std::vector<std::pair<int, int>> flows;
+      for (std::size_t r = 0; r < n; ++r) flows.emplace_back(gpus[r], gpus[(r + i) % n]);
+      StepCost step = concurrent(flows);
+      total.time += bytes / static_cast<double>(n) / (step.per_flow_bandwidth * options_.bandwidth_efficiency) + step.latency;
+      total.bus_bandwidth = std::min(total.bus_bandwidth, step.per_flow_bandwidth);
+    }
+    return total;
+  }
+
+  std::map<int, std::vector<int>> by_node;
+  for (int gpu : gpus) by_node[cluster_->node_of(gpu)].push_back(gpu);
+  const std::size_t per_node = by_node.begin()->second.size();
+  const bool balanced = std::all_of(by_node.begin(), by_node.end(), [&](const auto& kv) { return kv.second.size() == per_node; });
+  if (by_node.size() == 1 || per_node == 1 || !balanced || op == CollectiveOp::kBroadcast) {
+    return flat_ring(op, {std::vector<int>(gpus.begin(), gpus.end())}, bytes);
+  }
+
+  std::vector<std::vector<int>> intra, inter(per_node);
+  for (const auto& [node, members] : by_node) {
+    intra.push_back(members);
+    for (std::size_t j = 0; j < per_node; ++j) inter[j].push_back(members[j]);
+  }
+  const Bytes shard = bytes / static_cast<double>(per_node);
+  CollectiveCost total{Seconds(0), BytesPerSecond(0), true};
+  auto add = [&](CollectiveOp step_op, const std::vector<std::vector<int>>& rings, Bytes b) {
+    CollectiveCost c = flat_ring(step_op, rings, b);
+    total.time += c.time;
+    total.bus_bandwidth = total.bus_bandwidth.value() == 0 ? c.bus_bandwidth : std::min(total.bus_bandwidth, c.bus_bandwidth);
+  };
+  if (op != CollectiveOp::kAllGather) add(CollectiveOp::kReduceScatter, intra, bytes);
+  add(op, inter, shard);
+  if (op != CollectiveOp::kReduceScatter) add(CollectiveOp::kAllGather, intra, bytes);
+  return total;
+}
+
+}  // namespace dtsim::net

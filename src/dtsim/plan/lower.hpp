@@ -1,0 +1,31 @@
+#pragma once
+/// Lowering of a model under a strategy onto a cluster into the TaskGraph.
+///
+/// Ranks follow Megatron's order, tp innermost, then dp, then pp:
+/// rank = t + tp * (d + dp * p). Each rank runs its stage's layers per
+/// micro-batch in the 1F1B order (pp = 1 degenerates to forward/backward per
+/// micro-batch, i.e. gradient accumulation); tensor-parallel all-reduces
+/// split each layer into compute segments; gradients are reduced in buckets
+/// after the last micro-batch's backward of their layers (PyTorch DDP), or
+/// reduce-scattered and the parameters all-gathered after the step (ZeRO).
+#include "dtsim/model/graph.hpp"
+#include "dtsim/plan/strategy.hpp"
+#include "dtsim/plan/task_graph.hpp"
+#include "dtsim/topo/cluster.hpp"
+
+namespace dtsim::plan {
+
+struct LowerOptions {
+  /// Every rank gets tasks. Otherwise only one rank per pipeline stage does
+  /// (SPMD symmetry), its collectives still costed on the real groups.
+  bool full = false;
+};
+
+TaskGraph lower(const model::Graph& graph, const ResolvedStrategy& strategy, const topo::Cluster& cluster,
+                const LowerOptions& options = {});
+
+/// Layers per stage: blocks split evenly, embedding on the first stage and
+/// the head on the last. Returns, for each stage, its layer indices.
+std::vector<std::vector<int>> stage_layers(const model::Graph& graph, int stages);
+
+}  // namespace dtsim::plan

@@ -1,0 +1,38 @@
+#include "dtsim/plan/memory.hpp"
+
+namespace dtsim::plan {
+
+BytesPerParam bytes_per_param(hw::Dtype dtype) {
+  if (dtype == hw::Dtype::kFp32 || dtype == hw::Dtype::kTf32) return {4, 4, 8};
+  return {2, 2, 12};
+}
+
+double params_on_rank(const model::Op& op, int tp) {
+  return op.split == model::TensorSplit::kSharded ? op.params / tp : op.params;
+}
+
+StaticMemory static_memory(double params, const ResolvedStrategy& r) {
+  const BytesPerParam per = bytes_per_param(r.s.dtype);
+  const double dp = r.s.dp;
+  StaticMemory m;
+  m.params = core::Bytes(params * per.params / (r.s.zero >= 3 ? dp : 1.0));
+  m.grads = core::Bytes(params * per.grads / (r.s.zero >= 2 ? dp : 1.0));
+  m.optimizer = core::Bytes(params * per.optimizer / (r.s.zero >= 1 ? dp : 1.0));
+  m.other = core::Bytes(kContextAllowanceBytes);
+  return m;
+}
+
+core::Bytes saved_activation_bytes(const model::Layer& layer, const ResolvedStrategy& r) {
+  const double tp = r.s.tp;
+  const double element_bytes = hw::activation_bytes(r.s.dtype);
+  double elements = 0;
+  core::Bytes masks;
+  for (const model::Op& op : layer.ops) {
+    const model::SavedActivations& s = op.saved;
+    elements += s.sharded_elements / tp + s.replicated_elements + s.score_elements / tp;
+    masks += s.sharded_mask / tp + s.replicated_mask + s.score_mask / tp;
+  }
+  return (core::Bytes(elements * element_bytes) + masks) * static_cast<double>(r.s.mbs);
+}
+
+}  // namespace dtsim::plan

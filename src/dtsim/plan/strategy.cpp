@@ -1,0 +1,158 @@
+#include "dtsim/plan/strategy.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "dtsim/core/input_error.hpp"
+#include "dtsim/core/quantity_parse.hpp"
+
+namespace dtsim::plan {
+namespace {
+
+constexpr const char* kFile = "--strategy";
+
+[[noreturn]] void fail(std::string_view key, const std::string& message) {
+  throw core::InputError(kFile, "/" + std::string(key), message);
+}
+
+int positive(std::string_view key, std::string_view value, int minimum = 1) {
+  int v = 0;
+  auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || ptr != value.data() + value.size() || v < minimum) {
+    fail(key, fmt::format("expected an integer >= {}, got \"{}\"", minimum, value));
+  }
+  return v;
+}
+
+bool on_off(std::string_view key, std::string_view value) {
+  if (value == "on" || value == "true" || value == "1") return true;
+  if (value == "off" || value == "false" || value == "0") return false;
+  fail(key, fmt::format("expected on or off, got \"{}\"", value));
+}
+
+}  // namespace
+
+std::string_view strategy_keys() { return "dp, tp, pp, gpus, mbs, gbs, dtype, overlap, zero, bucket"; }
+
+const std::vector<Preset>& presets() {
+  static const std::vector<Preset> table = {
+      {"one_device", "gpus=1", "one GPU, no communication (tf.distribute.OneDeviceStrategy)"},
+      {"mirrored", "overlap=on", "all GPUs of the first node, gradients all-reduced (tf.distribute.MirroredStrategy)"},
+      {"multi_worker_mirrored", "overlap=on",
+       "all GPUs of all nodes, hierarchical all-reduce across nodes (tf.distribute.MultiWorkerMirroredStrategy)"},
+      {"ddp", "overlap=on,bucket=25 MiB", "PyTorch DistributedDataParallel: 25 MiB buckets overlapped with backward"},
+      {"horovod", "overlap=on,bucket=64 MiB", "Horovod: 64 MiB tensor-fusion buffer (HOROVOD_FUSION_THRESHOLD)"},
+      {"zero1", "zero=1", "ZeRO stage 1: optimizer states sharded over dp"},
+      {"zero2", "zero=2", "ZeRO stage 2: optimizer states and gradients sharded over dp"},
+      {"zero3", "zero=3", "ZeRO stage 3: optimizer states, gradients and parameters sharded over dp"},
+      {"fsdp", "zero=3", "PyTorch FSDP (full shard): as ZeRO stage 3"},
+  };
+  return table;
+}
+
+Strategy parse_strategy(std::string_view text) {
+  Strategy s;
+  std::map<std::string, bool> seen;
+  std::string expanded;
+  if (std::string_view first = text.substr(0, text.find(',')); !first.empty() && first.find('=') == std::string_view::npos) {
+    const auto& table = presets();
+    auto it = std::find_if(table.begin(), table.end(), [&](const Preset& p) { return first == p.name; });
+    if (it == table.end()) {
+      std::string names;
+      for (const Preset& p : table) names += (names.empty() ? "" : ", ") + std::string(p.name);
+      throw core::InputError(kFile, "", fmt::format("unknown preset \"{}\"; presets: {}", first, names));
+    }
+    s.one_node = first == "mirrored";
+    expanded = std::string(it->expansion);
+    std::string_view rest = text.size() > first.size() ? text.substr(first.size() + 1) : std::string_view();
+    // Keys after the preset override it, so parse the preset's own keys apart.
+    Strategy base = parse_strategy(expanded);
+    base.one_node = s.one_node;
+    s = base;
+    text = rest;
+  }
+  while (!text.empty()) {
+    std::size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (item.empty()) continue;
+    std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      throw core::InputError(kFile, "", fmt::format("expected key=value, got \"{}\"", item));
+    }
+    std::string key(item.substr(0, eq));
+    std::string_view value = item.substr(eq + 1);
+    if (seen[key]) fail(key, "given twice");
+    seen[key] = true;
+    if (key == "dp") s.dp = positive(key, value);
+    else if (key == "tp") s.tp = positive(key, value);
+    else if (key == "pp") s.pp = positive(key, value);
+    else if (key == "gpus") s.gpus = positive(key, value);
+    else if (key == "mbs") s.mbs = positive(key, value);
+    else if (key == "gbs") s.gbs = positive(key, value);
+    else if (key == "zero") s.zero = positive(key, value, 0);
+    else if (key == "overlap") s.overlap = on_off(key, value);
+    else if (key == "dtype") {
+      auto d = hw::parse_dtype(value);
+      if (!d) fail(key, fmt::format("expected one of fp32, tf32, fp16, bf16, fp8, got \"{}\"", value));
+      s.dtype = *d;
+    } else if (key == "bucket") {
+      try {
+        s.bucket = core::parse_bytes(value);
+      } catch (const std::invalid_argument& e) {
+        fail(key, e.what());
+      }
+      if (s.bucket.value() <= 0) fail(key, "expected a positive size like \"25 MiB\"");
+    } else {
+      fail(key, fmt::format("unknown key; valid keys: {}", strategy_keys()));
+    }
+  }
+  if (s.zero > 3) fail("zero", fmt::format("expected a ZeRO stage 0 to 3, got {}", s.zero));
+  return s;
+}
+
+ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, const topo::Cluster& cluster) {
+  ResolvedStrategy r{strategy, 1, 1};
+  Strategy& s = r.s;
+  const int available = s.one_node ? cluster.gpus_per_node() : cluster.gpu_count();
+  const int model_parallel = s.tp * s.pp;
+
+  if (graph.transformer) {
+    const auto& t = *graph.transformer;
+    if (t.heads % s.tp != 0) fail("tp", fmt::format("expected a divisor of the model's {} attention heads, got {}", t.heads, s.tp));
+    if (t.layers % s.pp != 0) fail("pp", fmt::format("expected a divisor of the model's {} layers, got {}", t.layers, s.pp));
+  } else if (s.tp > 1) {
+    fail("tp", fmt::format("tensor parallelism needs a transformer; {} is a layer graph", graph.name));
+  } else if (s.pp > 1 && static_cast<std::int64_t>(graph.layers.size()) < s.pp) {
+    fail("pp", fmt::format("expected at most {} stages, one layer each, got {}", graph.layers.size(), s.pp));
+  }
+
+  int gpus = s.gpus > 0 ? s.gpus : (s.dp > 0 ? s.dp * model_parallel : available);
+  if (gpus > available) {
+    fail(s.gpus > 0 ? "gpus" : "dp", fmt::format("needs {} GPUs, the cluster has {}", gpus, available));
+  }
+  if (s.dp == 0) {
+    if (gpus % model_parallel != 0) {
+      fail("tp", fmt::format("expected tp*pp to divide the {} GPUs, got tp*pp = {}", gpus, model_parallel));
+    }
+    s.dp = gpus / model_parallel;
+  } else if (s.dp * model_parallel != gpus) {
+    fail("dp", fmt::format("expected a divisor of the {} GPUs that leaves tp*pp = {}, got {}", gpus, model_parallel, s.dp));
+  }
+  s.gpus = gpus;
+  r.world = gpus;
+
+  const int per_step = s.dp * s.mbs;
+  if (s.gbs == 0) s.gbs = per_step;
+  if (s.gbs % per_step != 0) {
+    fail("gbs", fmt::format("expected a multiple of dp*mbs = {}, got {}", per_step, s.gbs));
+  }
+  r.micro_batches = s.gbs / per_step;
+  if (s.zero > 0 && s.dp == 1) fail("zero", "ZeRO shards over data-parallel ranks; it needs dp > 1");
+  return r;
+}
+
+}  // namespace dtsim::plan

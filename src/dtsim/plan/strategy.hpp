@@ -1,0 +1,57 @@
+#pragma once
+/// A parallel strategy in Megatron's terms, parsed from "key=value,..." and
+/// validated against a model and a cluster before anything is lowered.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dtsim/core/units.hpp"
+#include "dtsim/hw/device.hpp"
+#include "dtsim/model/graph.hpp"
+#include "dtsim/topo/cluster.hpp"
+
+namespace dtsim::plan {
+
+struct Strategy {
+  int dp = 0;    ///< 0: what the GPUs left over by tp and pp allow
+  int tp = 1;
+  int pp = 1;
+  int gpus = 0;  ///< GPUs to use; 0: all of the cluster's when dp is 0, else dp*tp*pp
+  int mbs = 1;   ///< micro-batch size, samples
+  int gbs = 0;   ///< global batch, samples; 0: dp*mbs (one micro-batch per step)
+  hw::Dtype dtype = hw::Dtype::kBf16;
+  bool overlap = true;  ///< overlap gradient communication with the backward pass
+  int zero = 0;         ///< ZeRO stage 0..3
+  core::Bytes bucket = core::Bytes(25.0 * 1048576.0);  ///< gradient bucket (PyTorch DDP's 25 MiB)
+  bool one_node = false;  ///< use the first node's GPUs only (the `mirrored` preset)
+};
+
+/// A named classic strategy and what it expands to.
+struct Preset {
+  const char* name;
+  const char* expansion;
+  const char* description;
+};
+const std::vector<Preset>& presets();
+
+/// Keys the parser knows, for messages and `dtsim list`.
+std::string_view strategy_keys();
+
+/// "key=value,..." or "preset,key=value,...": a leading preset name expands
+/// first and later keys override it. Throws InputError with file
+/// "--strategy" and pointer "/key" for unknown keys and malformed values.
+Strategy parse_strategy(std::string_view text);
+
+/// A strategy whose every figure is set and checked.
+struct ResolvedStrategy {
+  Strategy s;
+  int world = 1;          ///< ranks = dp * tp * pp
+  int micro_batches = 1;  ///< per data-parallel rank and step
+};
+
+/// Checks the strategy against the model and cluster: degrees dividing the
+/// GPUs, tp dividing the heads, layers divisible by pp, batch divisibility,
+/// enough GPUs. Throws InputError naming the key.
+ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, const topo::Cluster& cluster);
+
+}  // namespace dtsim::plan

@@ -1,0 +1,41 @@
+#include "dtsim/plan/task_graph.hpp"
+
+#include <algorithm>
+
+namespace dtsim::plan {
+
+std::string_view to_string(Stream stream) {
+  switch (stream) {
+    case Stream::kCompute: return "compute";
+    case Stream::kTpComm: return "tp-comm";
+    case Stream::kDpComm: return "dp-comm";
+    case Stream::kPointToPoint: return "pp-p2p";
+  }
+  return "?";
+}
+
+std::string_view to_string(GroupKind kind) {
+  switch (kind) {
+    case GroupKind::kTp: return "tp";
+    case GroupKind::kDp: return "dp";
+    case GroupKind::kPp: return "pp";
+  }
+  return "?";
+}
+
+std::string_view to_string(CommOp op) {
+  switch (op) {
+    case CommOp::kAllReduce: return "all_reduce";
+    case CommOp::kReduceScatter: return "reduce_scatter";
+    case CommOp::kAllGather: return "all_gather";
+    case CommOp::kSendRecv: return "send_recv";
+  }
+  return "?";
+}
+
+int TaskGraph::simulated_index(int rank) const {
+  auto it = std::find_if(simulated.begin(), simulated.end(), [rank](const RankInfo& r) { return r.rank == rank; });
+  return it == simulated.end() ? -1 : static_cast<int>(it - simulated.begin());
+}
+
+}  // namespace dtsim::plan

@@ -1,0 +1,98 @@
+#pragma once
+/// The TaskGraph: the one intermediate form between the planner and both
+/// executors (the simulator replays it, the real executor runs it). Tasks are
+/// per rank; compute tasks point at a Kernel (ops costed together), collective
+/// tasks at a CommCall on a CommGroup. Kernels and calls are shared by every
+/// micro-batch that runs them, so each is costed once.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dtsim/core/units.hpp"
+#include "dtsim/hw/cost_model.hpp"
+#include "dtsim/hw/device.hpp"
+
+namespace dtsim::plan {
+
+enum class TaskKind : std::uint8_t { kCompute, kComm };
+
+/// A rank's streams. Tasks on one stream run in program order, one at a
+/// time; point-to-point transfers are unordered: NCCL batches them, and a
+/// pipeline schedule would deadlock if sends and receives were serialised.
+enum class Stream : std::uint8_t { kCompute, kTpComm, kDpComm, kPointToPoint };
+inline constexpr int kStreamCount = 4;
+std::string_view to_string(Stream stream);
+
+enum class GroupKind : std::uint8_t { kTp, kDp, kPp };
+std::string_view to_string(GroupKind kind);
+
+enum class Phase : std::uint8_t { kForward, kBackward, kOptimizer };
+
+enum class CommOp : std::uint8_t { kAllReduce, kReduceScatter, kAllGather, kSendRecv };
+std::string_view to_string(CommOp op);
+
+struct Kernel {
+  std::string name;
+  std::vector<hw::OpWork> ops;
+  core::Flops model_flops;     ///< what the step must compute
+  core::Flops hardware_flops;  ///< what the GPU computes, recomputation included
+};
+
+struct CommGroup {
+  GroupKind kind = GroupKind::kDp;
+  std::vector<int> ranks;  ///< in ring order
+};
+
+struct CommCall {
+  CommOp op = CommOp::kAllReduce;
+  int group = 0;
+  core::Bytes bytes;
+};
+
+struct Task {
+  TaskKind kind = TaskKind::kCompute;
+  Stream stream = Stream::kCompute;
+  Phase phase = Phase::kForward;
+  int rank = 0;
+  int payload = 0;  ///< kernel index (compute) or call index (comm)
+  /// Matches the members' tasks of one collective: equal (group, tag) rendezvous.
+  std::int64_t tag = 0;
+  int micro_batch = 0;
+  int layer = -1;
+  core::Bytes alloc_at_start;  ///< activations this task keeps for the backward pass
+  core::Bytes free_at_end;     ///< activations released when it ends
+  std::uint32_t deps_begin = 0;
+  std::uint32_t deps_end = 0;
+};
+
+/// Memory a rank holds for the whole step.
+struct StaticMemory {
+  core::Bytes params;
+  core::Bytes grads;
+  core::Bytes optimizer;
+  core::Bytes other;  ///< communication buffers and the CUDA context allowance
+  [[nodiscard]] core::Bytes total() const { return params + grads + optimizer + other; }
+};
+
+struct RankInfo {
+  int rank = 0;
+  int stage = 0;
+  StaticMemory memory;
+};
+
+struct TaskGraph {
+  int world = 1;
+  hw::Dtype dtype = hw::Dtype::kBf16;
+  std::vector<RankInfo> simulated;  ///< the ranks that have tasks
+  std::vector<Task> tasks;          ///< each rank's tasks in program order
+  std::vector<std::uint32_t> deps;  ///< task ids, sliced by Task::deps_begin/end
+  std::vector<Kernel> kernels;
+  std::vector<CommCall> calls;
+  std::vector<CommGroup> groups;
+  std::vector<int> gpu_of_rank;
+
+  [[nodiscard]] int simulated_index(int rank) const;
+};
+
+}  // namespace dtsim::plan

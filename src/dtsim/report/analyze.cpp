@@ -1,0 +1,141 @@
+#include "dtsim/report/report.hpp"
+
+#include <algorithm>
+#include <array>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace dtsim::report {
+namespace {
+
+using core::Nanoseconds;
+using core::Seconds;
+
+// Interval layers of one rank: compute, and each communication kind.
+enum Layer { kCompute = 0, kTp = 1, kPp = 2, kDp = 3, kLayers = 4 };
+
+Layer layer_of(const plan::TaskGraph& g, const plan::Task& t) {
+  if (t.kind == plan::TaskKind::kCompute) return kCompute;
+  switch (g.groups[static_cast<std::size_t>(g.calls[static_cast<std::size_t>(t.payload)].group)].kind) {
+    case plan::GroupKind::kTp: return kTp;
+    case plan::GroupKind::kPp: return kPp;
+    default: return kDp;
+  }
+}
+
+// Sweeps a rank's task intervals: time covered by compute, and the time each
+// communication kind runs while no compute does (tp before pp before dp when
+// several overlap, as a tp collective blocks the next kernel outright).
+Breakdown sweep(const plan::TaskGraph& g, const plan::Timeline& tl, int rank, const std::vector<std::uint32_t>& ids,
+                Nanoseconds step) {
+  std::vector<std::pair<std::int64_t, int>> edges;  // (time, +/-(layer+1))
+  for (std::uint32_t id : ids) {
+    const plan::Task& t = g.tasks[id];
+    int layer = layer_of(g, t) + 1;
+    edges.emplace_back(tl.spans[id].start.count, layer);
+    edges.emplace_back(tl.spans[id].end.count, -layer);
+  }
+  std::sort(edges.begin(), edges.end());
+  std::array<int, kLayers> active{};
+  std::array<std::int64_t, kLayers> covered{};
+  std::int64_t previous = 0;
+  for (auto [time, delta] : edges) {
+    std::int64_t span = time - previous;
+    if (span > 0) {
+      for (int l = 0; l < kLayers; ++l) {
+        if (active[static_cast<std::size_t>(l)] > 0) {
+          covered[static_cast<std::size_t>(l)] += span;
+          break;
+        }
+      }
+    }
+    previous = time;
+    active[static_cast<std::size_t>(std::abs(delta) - 1)] += delta > 0 ? 1 : -1;
+  }
+  Breakdown b;
+  b.rank = rank;
+  b.compute = core::to_seconds({covered[kCompute]});
+  b.exposed_comm.tp = core::to_seconds({covered[kTp]});
+  b.exposed_comm.pp = core::to_seconds({covered[kPp]});
+  b.exposed_comm.dp = core::to_seconds({covered[kDp]});
+  b.bubble = core::to_seconds(step) - b.compute - b.exposed_comm.total();
+  return b;
+}
+
+std::vector<Bottleneck> rank_bottlenecks(const Report& r) {
+  const Seconds step = r.step_time;
+  std::vector<Bottleneck> out;
+  auto add = [&](std::string kind, Seconds t, std::string what) {
+    if (t.value() <= 0) return;
+    double f = t / step;
+    out.push_back({std::move(kind), t, f, fmt::format("{}: {:.1f}% of the step", what, 100 * f)});
+  };
+  add("compute", r.breakdown.compute, "compute kernels");
+  add("exposed_comm.tp", r.breakdown.exposed_comm.tp, "tensor-parallel communication not hidden by compute");
+  add("exposed_comm.dp", r.breakdown.exposed_comm.dp, "data-parallel gradient communication not hidden by compute");
+  add("exposed_comm.pp", r.breakdown.exposed_comm.pp, "pipeline transfers not hidden by compute");
+  add("bubble", r.breakdown.bubble, "idle time (pipeline bubble and waiting)");
+  std::stable_sort(out.begin(), out.end(), [](const Bottleneck& a, const Bottleneck& b) { return a.time > b.time; });
+  if (!r.fits_in_memory) {
+    out.insert(out.begin(), {"memory", Seconds(0), 0,
+                             fmt::format("memory: peak {:.1f} GiB exceeds the {:.1f} GiB of {}", r.peak_bytes.value() / 1073741824.0,
+                                         r.info.memory_capacity.value() / 1073741824.0, r.info.device)});
+  }
+  return out;
+}
+
+}  // namespace
+
+Report analyze(const plan::TaskGraph& g, const plan::Timeline& tl, const RunInfo& info, int micro_batches) {
+  Report r;
+  r.info = info;
+  r.gpus = g.world;
+  r.micro_batches = micro_batches;
+  r.events = tl.events;
+  r.step_time = core::to_seconds(tl.makespan);
+  const double step_s = r.step_time.value();
+  r.samples_per_s = step_s > 0 ? info.global_batch / step_s : 0;
+  r.tokens_per_s = r.samples_per_s * static_cast<double>(info.seq_len);
+
+  // Each simulated rank stands for world / simulated ranks of its class.
+  const double replicas = static_cast<double>(g.world) / static_cast<double>(g.simulated.size());
+  for (const plan::Task& t : g.tasks) {
+    if (t.kind != plan::TaskKind::kCompute) continue;
+    const plan::Kernel& k = g.kernels[static_cast<std::size_t>(t.payload)];
+    r.model_flops_per_step += k.model_flops * replicas;
+    r.hardware_flops_per_step += k.hardware_flops * replicas;
+  }
+  const double denominator = step_s * g.world;
+  if (denominator > 0) {
+    r.model_tflops_per_gpu = r.model_flops_per_step.value() / denominator / 1e12;
+    r.hardware_tflops_per_gpu = r.hardware_flops_per_step.value() / denominator / 1e12;
+    r.mfu = r.model_tflops_per_gpu * 1e12 / info.peak_per_gpu.value();
+    r.hfu = r.hardware_tflops_per_gpu * 1e12 / info.peak_per_gpu.value();
+  }
+
+  std::map<int, StageMemory> stages;
+  for (std::size_t i = 0; i < g.simulated.size(); ++i) {
+    const plan::RankInfo& rank = g.simulated[i];
+    StageMemory m{rank.stage, rank.memory.params, rank.memory.grads, rank.memory.optimizer,
+                  tl.peak_memory[i] - rank.memory.total(), rank.memory.other, tl.peak_memory[i]};
+    auto [it, inserted] = stages.emplace(rank.stage, m);
+    if (!inserted && m.peak > it->second.peak) it->second = m;
+    r.peak_bytes = std::max(r.peak_bytes, m.peak);
+  }
+  for (auto& [stage, m] : stages) r.per_stage.push_back(m);
+  r.fits_in_memory = r.peak_bytes <= info.memory_capacity;
+
+  std::map<int, std::vector<std::uint32_t>> tasks_of_rank;
+  for (std::uint32_t id = 0; id < g.tasks.size(); ++id) tasks_of_rank[g.tasks[id].rank].push_back(id);
+  bool first = true;
+  for (const plan::RankInfo& rank : g.simulated) {
+    Breakdown b = sweep(g, tl, rank.rank, tasks_of_rank[rank.rank], tl.makespan);
+    if (first || b.compute > r.breakdown.compute) r.breakdown = b;
+    first = false;
+  }
+  r.bottlenecks = rank_bottlenecks(r);
+  return r;
+}
+
+}  // namespace dtsim::report

@@ -1,0 +1,55 @@
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "dtsim/report/writers.hpp"
+
+namespace dtsim::report {
+namespace {
+
+std::string gib(core::Bytes b) { return fmt::format("{:.2f} GiB", b.value() / 1073741824.0); }
+
+std::string duration(core::Seconds s) {
+  if (s.value() >= 1) return fmt::format("{:.3f} s", s.value());
+  if (s.value() >= 1e-3) return fmt::format("{:.2f} ms", s.value() * 1e3);
+  return fmt::format("{:.1f} us", s.value() * 1e6);
+}
+
+std::string share(core::Seconds part, core::Seconds whole) {
+  return fmt::format("{:>10}  {:5.1f}%", duration(part), whole.value() > 0 ? 100 * (part / whole) : 0.0);
+}
+
+}  // namespace
+
+void write_table(std::ostream& out, const Report& r) {
+  const Breakdown& b = r.breakdown;
+  fmt::print(out, "dtsim prediction\n");
+  fmt::print(out, "  model      {} ({:.2f} B parameters)\n", r.info.model, r.info.parameters / 1e9);
+  fmt::print(out, "  cluster    {}: {} GPUs used, {} x {}\n", r.info.cluster, r.gpus, r.info.nodes, r.info.device);
+  fmt::print(out, "  strategy   {} (global batch {}, {} micro-batches per rank{})\n", r.info.strategy, r.info.global_batch,
+             r.micro_batches, r.info.seq_len > 0 ? fmt::format(", seq_len {}", r.info.seq_len) : "");
+  fmt::print(out, "\n");
+  fmt::print(out, "  step time            {}\n", duration(r.step_time));
+  fmt::print(out, "  throughput           {:.2f} samples/s", r.samples_per_s);
+  if (r.info.seq_len > 0) fmt::print(out, ", {:.0f} tokens/s", r.tokens_per_s);
+  fmt::print(out, "\n");
+  fmt::print(out, "  model TFLOP/s/GPU    {:.1f}   (MFU {:.1f}%)\n", r.model_tflops_per_gpu, 100 * r.mfu);
+  fmt::print(out, "  hw TFLOP/s/GPU       {:.1f}   (HFU {:.1f}%)\n", r.hardware_tflops_per_gpu, 100 * r.hfu);
+  fmt::print(out, "\n  step breakdown (rank {})\n", b.rank);
+  fmt::print(out, "    compute            {}\n", share(b.compute, r.step_time));
+  fmt::print(out, "    exposed tp comm    {}\n", share(b.exposed_comm.tp, r.step_time));
+  fmt::print(out, "    exposed dp comm    {}\n", share(b.exposed_comm.dp, r.step_time));
+  fmt::print(out, "    exposed pp comm    {}\n", share(b.exposed_comm.pp, r.step_time));
+  fmt::print(out, "    bubble / idle      {}\n", share(b.bubble, r.step_time));
+  fmt::print(out, "\n  memory per GPU (capacity {})\n", gib(r.info.memory_capacity));
+  fmt::print(out, "    {:>5} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "stage", "params", "grads", "optimizer",
+             "activations", "other", "peak");
+  for (const StageMemory& m : r.per_stage) {
+    fmt::print(out, "    {:>5} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", m.stage, gib(m.params), gib(m.grads),
+               gib(m.optimizer), gib(m.activations), gib(m.other), gib(m.peak));
+  }
+  fmt::print(out, "    fits in memory: {}\n", r.fits_in_memory ? "yes" : "NO");
+  fmt::print(out, "\n  bottlenecks\n");
+  for (const Bottleneck& bn : r.bottlenecks) fmt::print(out, "    - {}\n", bn.message);
+}
+
+}  // namespace dtsim::report

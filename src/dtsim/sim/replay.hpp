@@ -1,0 +1,28 @@
+#pragma once
+/// Replays a TaskGraph on simulated hardware. A task starts when its
+/// dependencies are done and its stream is free; a collective starts when
+/// every simulated member of its group has reached it, and lasts what `net`
+/// says for the group's real placement; memory is allocated when a task
+/// starts and freed when it ends.
+#include "dtsim/hw/cost_model.hpp"
+#include "dtsim/net/collective.hpp"
+#include "dtsim/plan/task_graph.hpp"
+#include "dtsim/plan/timeline.hpp"
+
+namespace dtsim::sim {
+
+/// Durations of every kernel and collective call of the graph, costed once.
+struct TaskCosts {
+  std::vector<core::Nanoseconds> kernel;
+  std::vector<core::Nanoseconds> call;
+};
+
+TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_model, const net::Network& network);
+
+plan::Timeline replay(const plan::TaskGraph& graph, const TaskCosts& costs);
+
+inline plan::Timeline replay(const plan::TaskGraph& graph, const hw::CostModel& cost_model, const net::Network& network) {
+  return replay(graph, cost_tasks(graph, cost_model, network));
+}
+
+}  // namespace dtsim::sim

@@ -1,0 +1,66 @@
+#include "dtsim/topo/cluster.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include <boost/graph/breadth_first_search.hpp>
+
+namespace dtsim::topo {
+namespace {
+
+// BFS visitor: remembers the edge by which each vertex was first reached.
+struct RecordTreeEdge {
+  using event_filter = boost::on_tree_edge;
+  std::vector<Fabric::edge_descriptor>* reached_by;
+  std::vector<bool>* seen;
+  void operator()(Fabric::edge_descriptor e, const Fabric& g) const {
+    (*reached_by)[boost::target(e, g)] = e;
+    (*seen)[boost::target(e, g)] = true;
+  }
+};
+
+}  // namespace
+
+Cluster::Cluster(Shape shape) : shape_(std::move(shape)), fabric_(std::make_unique<Fabric>()) {
+  gpu_vertex_.assign(static_cast<std::size_t>(gpu_count()), Fabric::null_vertex());
+}
+
+VertexId Cluster::add_vertex(VertexInfo info) { return boost::add_vertex(std::move(info), *fabric_); }
+
+void Cluster::add_link(VertexId a, VertexId b, LinkKind kind, core::BytesPerSecond bandwidth, core::Seconds latency) {
+  for (auto [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
+    LinkInfo info{kind, bandwidth, latency, static_cast<int>(links_.size())};
+    links_.push_back(info);
+    boost::add_edge(from, to, info, *fabric_);
+  }
+}
+
+void Cluster::set_gpu_vertex(int gpu, VertexId vertex) { gpu_vertex_.at(static_cast<std::size_t>(gpu)) = vertex; }
+
+Route Cluster::route(int from_gpu, int to_gpu) const {
+  const VertexId source = gpu_vertex_.at(static_cast<std::size_t>(from_gpu));
+  const VertexId target = gpu_vertex_.at(static_cast<std::size_t>(to_gpu));
+  Route route;
+  route.bottleneck = core::BytesPerSecond(std::numeric_limits<double>::infinity());
+  if (source == target) return route;
+
+  // Record the edge by which BFS first reached each vertex, then walk back.
+  std::vector<Fabric::edge_descriptor> reached_by(boost::num_vertices(*fabric_));
+  std::vector<bool> seen(boost::num_vertices(*fabric_), false);
+  seen[source] = true;
+  auto recorder = boost::make_bfs_visitor(RecordTreeEdge{&reached_by, &seen});
+  boost::breadth_first_search(*fabric_, source, boost::visitor(recorder));
+  if (!seen[target]) throw std::logic_error("cluster fabric is disconnected between two GPUs");
+
+  for (VertexId v = target; v != source; v = boost::source(reached_by[v], *fabric_)) {
+    const LinkInfo& link = (*fabric_)[reached_by[v]];
+    route.links.push_back(link.id);
+    route.bottleneck = std::min(route.bottleneck, link.bandwidth);
+    route.latency += link.latency;
+  }
+  std::reverse(route.links.begin(), route.links.end());
+  return route;
+}
+
+}  // namespace dtsim::topo

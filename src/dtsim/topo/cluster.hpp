@@ -1,0 +1,93 @@
+#pragma once
+/// The cluster as a directed Boost.Graph: vertices are GPUs, NICs, switches
+/// and hosts; each physical link is two edges, one per direction, carrying
+/// that direction's bandwidth. Ranks are placed on GPUs in node-major order.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/graph/adjacency_list.hpp>
+
+#include "dtsim/core/units.hpp"
+#include "dtsim/hw/device.hpp"
+
+namespace dtsim::topo {
+
+enum class VertexKind { kGpu, kNic, kSwitch, kHost };
+enum class LinkKind { kNvLink, kPcie, kNetwork };
+
+struct VertexInfo {
+  VertexKind kind = VertexKind::kGpu;
+  int node = -1;  ///< -1 for switches outside nodes
+  std::string name;
+};
+
+struct LinkInfo {
+  LinkKind kind = LinkKind::kNvLink;
+  core::BytesPerSecond bandwidth;  ///< this direction
+  core::Seconds latency;
+  int id = -1;  ///< index into Cluster::links()
+};
+
+using Fabric = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, VertexInfo, LinkInfo>;
+using VertexId = Fabric::vertex_descriptor;
+
+/// The links a message crosses from one GPU to another.
+struct Route {
+  std::vector<int> links;  ///< link ids, in order
+  core::BytesPerSecond bottleneck;
+  core::Seconds latency;   ///< sum over the links
+};
+
+class Cluster {
+ public:
+  struct Shape {
+    std::string name;
+    std::string source;
+    hw::Device device;
+    int nodes = 1;
+    int gpus_per_node = 1;
+  };
+
+  explicit Cluster(Shape shape);
+
+  /// Builders add vertices and links; a link adds one edge each way.
+  VertexId add_vertex(VertexInfo info);
+  void add_link(VertexId a, VertexId b, LinkKind kind, core::BytesPerSecond bandwidth, core::Seconds latency);
+  void set_gpu_vertex(int gpu, VertexId vertex);
+
+  [[nodiscard]] const std::string& name() const { return shape_.name; }
+  [[nodiscard]] const std::string& source() const { return shape_.source; }
+  [[nodiscard]] const hw::Device& device() const { return shape_.device; }
+  [[nodiscard]] int nodes() const { return shape_.nodes; }
+  [[nodiscard]] int gpus_per_node() const { return shape_.gpus_per_node; }
+  [[nodiscard]] int gpu_count() const { return shape_.nodes * shape_.gpus_per_node; }
+  [[nodiscard]] int node_of(int gpu) const { return gpu / shape_.gpus_per_node; }
+  [[nodiscard]] const Fabric& fabric() const { return *fabric_; }
+  [[nodiscard]] const std::vector<LinkInfo>& links() const { return links_; }
+
+  /// Fewest-hop route (breadth-first search over the fabric).
+  [[nodiscard]] Route route(int from_gpu, int to_gpu) const;
+
+ private:
+  Shape shape_;
+  // Held by pointer so that a Cluster moves without copying the graph.
+  std::unique_ptr<Fabric> fabric_;
+  std::vector<LinkInfo> links_;
+  std::vector<VertexId> gpu_vertex_;
+};
+
+/// Rank r runs on GPU placement[r]; the default places ranks in GPU order,
+/// filling a node before the next.
+struct Placement {
+  std::vector<int> gpu_of_rank;
+  static Placement node_major(int ranks) {
+    Placement p;
+    p.gpu_of_rank.resize(static_cast<std::size_t>(ranks));
+    for (int r = 0; r < ranks; ++r) p.gpu_of_rank[static_cast<std::size_t>(r)] = r;
+    return p;
+  }
+};
+
+}  // namespace dtsim::topo

@@ -1,0 +1,122 @@
+#include "dtsim/topo/cluster_loader.hpp"
+
+#include <fmt/format.h>
+
+#include "dtsim/core/json_reader.hpp"
+
+namespace dtsim::topo {
+namespace {
+
+using core::BytesPerSecond;
+using core::Seconds;
+
+struct HostLink {
+  BytesPerSecond bandwidth;
+  Seconds latency;
+};
+
+// One NVSwitch (or PCIe switch) per node, each GPU on its own port.
+void build_nodes(Cluster& cluster, core::JsonReader& intra) {
+  std::string kind = intra.choice("kind", {"nvswitch", "pcie"});
+  const bool nvswitch = kind == "nvswitch";
+  BytesPerSecond bandwidth = intra.bandwidth("bandwidth");
+  Seconds latency = intra.duration("latency");
+  intra.finish();
+  for (int node = 0; node < cluster.nodes(); ++node) {
+    VertexId hub = cluster.add_vertex({nvswitch ? VertexKind::kSwitch : VertexKind::kHost, node,
+                                       fmt::format("node{}.{}", node, nvswitch ? "nvswitch" : "pcie-root")});
+    for (int local = 0; local < cluster.gpus_per_node(); ++local) {
+      int gpu = node * cluster.gpus_per_node() + local;
+      VertexId v = cluster.add_vertex({VertexKind::kGpu, node, fmt::format("node{}.gpu{}", node, local)});
+      cluster.set_gpu_vertex(gpu, v);
+      cluster.add_link(v, hub, nvswitch ? LinkKind::kNvLink : LinkKind::kPcie, bandwidth, latency);
+    }
+  }
+}
+
+// NICs per node on PCIe, shared by GPUs in order; nodes_per_leaf nodes under
+// each leaf switch; leaves joined by one spine whose uplinks carry the leaf's
+// NIC bandwidth divided by the oversubscription ratio.
+void build_fat_tree(Cluster& cluster, core::JsonReader& inter, const HostLink& pcie,
+                    const std::vector<std::vector<VertexId>>& gpus_by_node) {
+  inter.choice("kind", {"fat_tree"});
+  const int nics = static_cast<int>(inter.count("nics_per_node"));
+  const BytesPerSecond nic_bandwidth = inter.bandwidth("nic_bandwidth");
+  const Seconds latency = inter.duration("latency");
+  const double oversubscription = inter.number_or("oversubscription", 1.0);
+  if (oversubscription < 1.0) inter.fail("oversubscription", fmt::format("expected a ratio >= 1, got {}", oversubscription));
+  const int nodes_per_leaf = static_cast<int>(inter.count_or("nodes_per_leaf", cluster.nodes()));
+  inter.finish();
+  if (cluster.gpus_per_node() % nics != 0 && nics % cluster.gpus_per_node() != 0) {
+    inter.fail("nics_per_node", fmt::format("expected a divisor or multiple of {} GPUs per node, got {}",
+                                            cluster.gpus_per_node(), nics));
+  }
+  const int leaves = (cluster.nodes() + nodes_per_leaf - 1) / nodes_per_leaf;
+  std::vector<VertexId> leaf(static_cast<std::size_t>(leaves));
+  for (int l = 0; l < leaves; ++l) leaf[static_cast<std::size_t>(l)] = cluster.add_vertex({VertexKind::kSwitch, -1, fmt::format("leaf{}", l)});
+  if (leaves > 1) {
+    VertexId spine = cluster.add_vertex({VertexKind::kSwitch, -1, "spine"});
+    BytesPerSecond uplink = nic_bandwidth * (static_cast<double>(nodes_per_leaf * nics) / oversubscription);
+    for (VertexId l : leaf) cluster.add_link(l, spine, LinkKind::kNetwork, uplink, latency);
+  }
+  for (int node = 0; node < cluster.nodes(); ++node) {
+    std::vector<VertexId> nic(static_cast<std::size_t>(nics));
+    for (int i = 0; i < nics; ++i) {
+      nic[static_cast<std::size_t>(i)] = cluster.add_vertex({VertexKind::kNic, node, fmt::format("node{}.nic{}", node, i)});
+      cluster.add_link(nic[static_cast<std::size_t>(i)], leaf[static_cast<std::size_t>(node / nodes_per_leaf)],
+                       LinkKind::kNetwork, nic_bandwidth, latency);
+    }
+    const auto& gpus = gpus_by_node[static_cast<std::size_t>(node)];
+    for (std::size_t local = 0; local < gpus.size(); ++local) {
+      std::size_t n = local * static_cast<std::size_t>(nics) / gpus.size();
+      cluster.add_link(gpus[local], nic[n], LinkKind::kPcie, pcie.bandwidth, pcie.latency);
+    }
+  }
+}
+
+}  // namespace
+
+Cluster build_cluster(const nlohmann::json& document, const std::string& file, const hw::DeviceCatalog& catalog,
+                      const ClusterOptions& options) {
+  core::JsonReader r(document, file);
+  Cluster::Shape shape;
+  shape.name = r.string("name");
+  shape.source = r.string_or("source", "");
+  std::string device_name = r.string("device");
+  const hw::Device* device = catalog.find(device_name);
+  if (!device) r.fail("device", fmt::format("expected one of {}, got \"{}\"", catalog.names(), device_name));
+  shape.device = *device;
+  shape.nodes = static_cast<int>(r.count("nodes"));
+  if (options.nodes) shape.nodes = *options.nodes;
+  shape.gpus_per_node = static_cast<int>(r.count("gpus_per_node"));
+
+  HostLink pcie{device->pcie_bandwidth, Seconds(1e-6)};
+  if (auto p = r.optional_object("pcie")) {
+    pcie.bandwidth = p->bandwidth("bandwidth");
+    pcie.latency = p->duration("latency");
+    p->finish();
+  }
+  Cluster cluster(shape);
+  core::JsonReader intra = r.object("intra_node");
+  build_nodes(cluster, intra);
+
+  auto inter = r.optional_object("inter_node");
+  if (inter) {
+    std::vector<std::vector<VertexId>> gpus_by_node(static_cast<std::size_t>(shape.nodes));
+    for (VertexId v : boost::make_iterator_range(boost::vertices(cluster.fabric()))) {
+      const VertexInfo& info = cluster.fabric()[v];
+      if (info.kind == VertexKind::kGpu) gpus_by_node[static_cast<std::size_t>(info.node)].push_back(v);
+    }
+    build_fat_tree(cluster, *inter, pcie, gpus_by_node);
+  } else if (shape.nodes > 1) {
+    r.fail("inter_node", fmt::format("missing field: {} nodes need an inter-node network", shape.nodes));
+  }
+  r.finish();
+  return cluster;
+}
+
+Cluster load_cluster(const std::filesystem::path& path, const hw::DeviceCatalog& catalog, const ClusterOptions& options) {
+  return build_cluster(core::load_json_file(path), path.string(), catalog, options);
+}
+
+}  // namespace dtsim::topo
