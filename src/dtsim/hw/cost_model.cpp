@@ -15,6 +15,10 @@ core::Seconds CostModel::time(const OpWork& work, Dtype dtype) const {
     case model::OpKind::kGemm:
       return efficiency_.gemm_overhead + std::max(compute, memory);
     case model::OpKind::kAttention:
+      if (work.fused) {
+        return efficiency_.gemm_overhead +
+               std::max(work.flops / (peak * efficiency_.attention_fraction), memory);
+      }
       return efficiency_.gemm_overhead + compute + memory;
     default:
       return efficiency_.memory_overhead + std::max(compute, memory);

@@ -5,7 +5,8 @@
 ///                            bytes  / (hbm_bandwidth * memory_fraction))
 ///
 /// Unfused attention runs its GEMMs and its softmax as separate kernels, so
-/// those two terms add instead. The fixed overhead is the launch and ramp of a
+/// those two terms add instead; fused attention is one kernel at
+/// attention_fraction of peak. The fixed overhead is the launch and ramp of a
 /// kernel; it is what makes small GEMMs inefficient (the achieved fraction of
 /// peak is gemm_fraction * t_ideal / (t_ideal + overhead)). Defaults in
 /// Efficiency are documented there; a calibration profile replaces them.
@@ -20,6 +21,10 @@ struct Efficiency {
   /// what Megatron-LM's authors report for large fp16 GEMMs on A100
   /// (Narayanan et al. 2021, §5.8) and close to H100 bf16 cuBLAS figures.
   double gemm_fraction = 0.80;
+  /// Share of peak that fused attention kernels reach: FlashAttention-2
+  /// reports 50-73% on A100 and FlashAttention-3 about 75% on H100 (Shah et
+  /// al. 2024) against 35-50% for FlashAttention-2 there; 0.55 sits between.
+  double attention_fraction = 0.55;
   /// Share of HBM bandwidth a streaming kernel reaches (STREAM-like copies reach 85-92%).
   double memory_fraction = 0.85;
   /// Launch and ramp of one GEMM kernel, and of one memory-bound kernel.
@@ -33,6 +38,7 @@ struct OpWork {
   core::Flops flops;
   core::Bytes bytes_moved;
   model::GemmShape gemm;  ///< rows already multiplied by the micro-batch, columns divided by tp
+  bool fused = false;     ///< fused attention: one kernel, scores never reach HBM
 };
 
 class CostModel {

@@ -81,6 +81,14 @@ class Lowering {
     w.kind = op.kind;
     w.flops = (backward ? op.backward_flops : op.forward_flops) * (mbs / split);
     w.bytes_moved = Bytes((backward ? op.backward_elements_moved : op.forward_elements_moved) * act_bytes_ * mbs / split);
+    if (op.kind == model::OpKind::kAttention && r_.s.flash_attention) {
+      // FlashAttention reads Q, K, V and writes O once; its backward recomputes
+      // the scores: 5 GEMMs against the forward's 2, i.e. 2.5x the forward.
+      w.fused = true;
+      w.bytes_moved = Bytes(4.0 * static_cast<double>(op.gemm.m * op.gemm.k * op.gemm.batch / 2) * act_bytes_ * mbs / split *
+                            (backward ? 2 : 1));
+      if (backward) w.flops = op.forward_flops * (2.5 * mbs / split);
+    }
     w.gemm = op.gemm;
     w.gemm.m *= r_.s.mbs;
     w.gemm.n = std::max<std::int64_t>(1, w.gemm.n / static_cast<std::int64_t>(split));
@@ -105,7 +113,9 @@ class Lowering {
     auto add = [&](const model::Op& op) {
       hw::OpWork w = work(op, backward);
       current.ops.push_back(w);
-      current.model_flops += w.flops;
+      // Model FLOPs count the algorithm's work once; recomputed scores are hardware FLOPs only.
+      current.model_flops += (backward ? op.backward_flops : op.forward_flops) *
+                             (static_cast<double>(r_.s.mbs) / (op.split == model::TensorSplit::kSharded ? r_.s.tp : 1));
       current.hardware_flops += w.flops;
     };
     const bool tp = r_.s.tp > 1;
@@ -156,7 +166,18 @@ class Lowering {
   }
 
   // Runs one layer's steps; returns the last compute task.
-  void run_layer(RankState& s, int layer, bool backward, int mb, std::optional<std::uint32_t> first_dep) {
+  // ZeRO-3 / FSDP: gather a layer's weights before it runs, in both passes.
+  // Gathers depend on nothing, so the dp stream runs them ahead of compute
+  // (FSDP's prefetch); the backward issues the next one before the current
+  // reduce-scatter, as FSDP's backward prefetch does.
+  std::optional<std::uint32_t> gather(RankState& s, int layer, bool backward, int mb) {
+    if (!sharded_params() || grad_bytes(layer).value() <= 0) return std::nullopt;
+    return comm(s, Stream::kDpComm, CommOp::kAllGather, s.dp_group, s.dp_calls++, weight_bytes(layer),
+                backward ? Phase::kBackward : Phase::kForward, mb, layer, {});
+  }
+
+  void run_layer(RankState& s, int layer, bool backward, int mb, std::optional<std::uint32_t> first_dep,
+                 std::optional<std::uint32_t> gathered) {
     const auto& layer_steps = steps(layer, backward);
     const Bytes saved = saved_activation_bytes(graph_.layers[static_cast<std::size_t>(layer)], r_);
     std::optional<std::uint32_t> pending = first_dep;
@@ -176,8 +197,9 @@ class Lowering {
       task.layer = layer;
       if (!backward && i == 0) task.alloc_at_start = saved;
       if (backward && i + 1 == layer_steps.size()) task.free_at_end = saved;
-      s.last_compute = add_task(task, {pending});
+      s.last_compute = add_task(task, {pending, gathered});
       pending.reset();
+      gathered.reset();
     }
   }
 
@@ -190,7 +212,7 @@ class Lowering {
                   p2p_bytes, Phase::kForward, mb, -1, {});
     }
     for (int layer : stages_[static_cast<std::size_t>(s.p)]) {
-      run_layer(s, layer, false, mb, recv);
+      run_layer(s, layer, false, mb, recv, gather(s, layer, false, mb));
       recv.reset();
     }
     if (s.p < last) {
@@ -211,9 +233,20 @@ class Lowering {
     const CommOp reduce = r_.s.zero >= 1 ? CommOp::kReduceScatter : CommOp::kAllReduce;
     std::vector<std::pair<int, Bytes>> held;  // buckets waiting for the end of the backward (overlap=off)
     Bytes bucket;
+    std::optional<std::uint32_t> next_gather = layers.empty() ? std::nullopt : gather(s, layers.back(), true, mb);
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-      run_layer(s, *it, true, mb, recv);
+      std::optional<std::uint32_t> gathered = next_gather;
+      next_gather = std::next(it) != layers.rend() ? gather(s, *std::next(it), true, mb) : std::nullopt;
+      run_layer(s, *it, true, mb, recv, gathered);
       recv.reset();
+      if (sharded_params()) {
+        // Sharded gradients cannot wait for the last micro-batch: reduce-scatter each one.
+        if (grad_bytes(*it).value() > 0) {
+          grad_comms.push_back(comm(s, Stream::kDpComm, CommOp::kReduceScatter, s.dp_group, s.dp_calls++,
+                                    grad_bytes(*it), Phase::kBackward, mb, *it, {s.last_compute}));
+        }
+        continue;
+      }
       if (!last_micro_batch || r_.s.dp == 1) continue;
       bucket += grad_bytes(*it);
       if (bucket >= r_.s.bucket || std::next(it) == layers.rend()) {
@@ -257,7 +290,7 @@ class Lowering {
     task.deps_end = static_cast<std::uint32_t>(tg_.deps.size());
     tg_.tasks.push_back(task);
     s.last_compute = static_cast<std::uint32_t>(tg_.tasks.size() - 1);
-    if (r_.s.zero >= 1 && r_.s.dp > 1) {
+    if (r_.s.zero >= 1 && r_.s.zero < 3 && r_.s.dp > 1) {
       Bytes weights(params * bytes_per_param(r_.s.dtype).params);
       comm(s, Stream::kDpComm, CommOp::kAllGather, s.dp_group, s.dp_calls++, weights, Phase::kOptimizer, 0, -1,
            {s.last_compute});
@@ -267,6 +300,12 @@ class Lowering {
   Bytes boundary_bytes() const {
     const double hidden = graph_.transformer ? static_cast<double>(graph_.transformer->hidden) : 0;
     return Bytes(static_cast<double>(graph_.seq_len) * hidden * act_bytes_ * r_.s.mbs / r_.s.tp);
+  }
+
+  bool sharded_params() const { return r_.s.zero >= 3 && r_.s.dp > 1; }
+
+  Bytes weight_bytes(int layer) const {
+    return grad_bytes(layer) * (bytes_per_param(r_.s.dtype).params / bytes_per_param(r_.s.dtype).grads);
   }
 
   Bytes grad_bytes(int layer) const {

@@ -29,8 +29,12 @@ core::Bytes saved_activation_bytes(const model::Layer& layer, const ResolvedStra
   core::Bytes masks;
   for (const model::Op& op : layer.ops) {
     const model::SavedActivations& s = op.saved;
-    elements += s.sharded_elements / tp + s.replicated_elements + s.score_elements / tp;
-    masks += s.sharded_mask / tp + s.replicated_mask + s.score_mask / tp;
+    elements += s.sharded_elements / tp + s.replicated_elements;
+    masks += s.sharded_mask / tp + s.replicated_mask;
+    if (!r.s.flash_attention) {  // fused attention keeps only a row statistic of the scores
+      elements += s.score_elements / tp;
+      masks += s.score_mask / tp;
+    }
   }
   return (core::Bytes(elements * element_bytes) + masks) * static_cast<double>(r.s.mbs);
 }

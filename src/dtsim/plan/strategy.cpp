@@ -35,7 +35,7 @@ bool on_off(std::string_view key, std::string_view value) {
 
 }  // namespace
 
-std::string_view strategy_keys() { return "dp, tp, pp, gpus, mbs, gbs, dtype, overlap, zero, bucket"; }
+std::string_view strategy_keys() { return "dp, tp, pp, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention"; }
 
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> table = {
@@ -99,6 +99,9 @@ Strategy parse_strategy(std::string_view text) {
       auto d = hw::parse_dtype(value);
       if (!d) fail(key, fmt::format("expected one of fp32, tf32, fp16, bf16, fp8, got \"{}\"", value));
       s.dtype = *d;
+    } else if (key == "attention") {
+      if (value != "flash" && value != "standard") fail(key, fmt::format("expected flash or standard, got \"{}\"", value));
+      s.flash_attention = value == "flash";
     } else if (key == "bucket") {
       try {
         s.bucket = core::parse_bytes(value);

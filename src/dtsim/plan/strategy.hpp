@@ -23,6 +23,9 @@ struct Strategy {
   bool overlap = true;  ///< overlap gradient communication with the backward pass
   int zero = 0;         ///< ZeRO stage 0..3
   core::Bytes bucket = core::Bytes(25.0 * 1048576.0);  ///< gradient bucket (PyTorch DDP's 25 MiB)
+  /// Fused attention (FlashAttention) keeps no s x s scores and recomputes
+  /// them in the backward pass; "standard" materialises them (Megatron 2021).
+  bool flash_attention = true;
   bool one_node = false;  ///< use the first node's GPUs only (the `mirrored` preset)
 };
 

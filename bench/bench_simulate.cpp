@@ -1,0 +1,49 @@
+// Speed of the simulator. Quote medians and ratios (machines are shared):
+//   build/bench/bench_simulate --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include "dtsim/driver/simulation.hpp"
+#include "dtsim/hw/device.hpp"
+#include "dtsim/model/workload_loader.hpp"
+#include "dtsim/net/collective.hpp"
+#include "dtsim/plan/lower.hpp"
+#include "dtsim/sim/replay.hpp"
+#include "dtsim/topo/cluster_loader.hpp"
+
+using namespace dtsim;
+
+namespace {
+
+// The engine alone on a pre-lowered, pre-costed graph: events per second.
+void EngineEventsPerSecond(benchmark::State& state) {
+  hw::DeviceCatalog catalog;
+  model::Graph graph = model::load_workload(driver::data_dir() / "workloads" / "llama2-7b.json");
+  topo::Cluster cluster = topo::load_cluster(driver::data_dir() / "topologies" / "dgx-h100.json", catalog, {8});
+  plan::ResolvedStrategy strategy = plan::resolve(plan::parse_strategy("zero3,gbs=512"), graph, cluster);
+  plan::TaskGraph tasks = plan::lower(graph, strategy, cluster, {true});
+  net::Network network(cluster, {});
+  sim::TaskCosts costs = sim::cost_tasks(tasks, hw::CostModel(cluster.device(), {}), network);
+  std::uint64_t events = 0;
+  for (auto _ : state) {
+    plan::Timeline t = sim::replay(tasks, costs);
+    events += t.events;
+    benchmark::DoNotOptimize(t.makespan);
+  }
+  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  state.counters["tasks"] = static_cast<double>(tasks.tasks.size());
+}
+BENCHMARK(EngineEventsPerSecond)->Unit(benchmark::kMillisecond);
+
+// A whole prediction from files: Llama-2-7B data parallel on 64 H100s (8 nodes).
+void Llama2_7B_64Gpus_DataParallel(benchmark::State& state) {
+  const bool full = state.range(0) != 0;
+  for (auto _ : state) {
+    driver::Simulation s = driver::simulate({"llama2-7b", "dgx-h100", "zero1,gbs=512", 8, std::nullopt, std::nullopt, full});
+    benchmark::DoNotOptimize(s.report.step_time);
+  }
+}
+BENCHMARK(Llama2_7B_64Gpus_DataParallel)->Arg(0)->Arg(1)->ArgName("full")->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,64 @@
+// Every kind of bad input named in the README gets one line naming the file,
+// the field and what was expected, and exit code 2.
+#include <gtest/gtest.h>
+
+#include "cli_runner.hpp"
+
+namespace {
+
+const std::string kInputs = std::string(DTSIM_SOURCE_DIR) + "/tests/inputs/";
+
+void expect_one_line(const std::string& args, const std::string& line) {
+  CliResult r = run_dtsim(args, true);
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_EQ(r.out, "dtsim: " + line + "\n");
+}
+
+TEST(CliErrors, MalformedJson) {
+  expect_one_line("simulate --model " + kInputs + "malformed.json",
+                  kInputs + "malformed.json: malformed JSON: parse error at line 4, column 1: syntax error while parsing "
+                            "object key - unexpected '}'; expected string literal");
+}
+
+TEST(CliErrors, UnknownKey) {
+  expect_one_line("simulate --model " + kInputs + "unknown_key.json",
+                  kInputs + "unknown_key.json: /hidden_size: unknown key; valid keys here: experts, ffn_hidden, heads, "
+                            "hidden, kind, kv_heads, layers, mlp, name, norm, positions, seq_len, source, tied_embeddings, "
+                            "top_k, vocab");
+}
+
+TEST(CliErrors, WrongUnit) {
+  expect_one_line("simulate --cluster " + kInputs + "wrong_unit.json",
+                  kInputs + "wrong_unit.json: /intra_node/bandwidth: expected a bandwidth like \"400 Gb/s\", got \"450\"");
+}
+
+TEST(CliErrors, MissingField) {
+  expect_one_line("simulate --cluster " + kInputs + "missing_field.json",
+                  kInputs + "missing_field.json: /gpus_per_node: missing field: expected a positive integer");
+}
+
+TEST(CliErrors, DpNotDividingTheGpus) {
+  expect_one_line("simulate --strategy gpus=8,dp=3",
+                  "--strategy: /dp: expected a divisor of the 8 GPUs that leaves tp*pp = 1, got 3");
+}
+
+TEST(CliErrors, BatchNotDivisible) {
+  expect_one_line("simulate --strategy ddp,gbs=12", "--strategy: /gbs: expected a multiple of dp*mbs = 8, got 12");
+}
+
+TEST(CliErrors, UnknownBundledName) {
+  CliResult r = run_dtsim("simulate --model llama9", true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("--model: no file \"llama9\" and no bundled workloads of that name; bundled: bert-large,"), std::string::npos)
+      << r.out;
+}
+
+TEST(Cli, ListShowsModelsClustersDevicesAndPresets) {
+  CliResult r = run_dtsim("list");
+  ASSERT_EQ(r.exit_code, 0);
+  for (const char* expected : {"llama2-7b", "resnet50", "dgx-h100", "superpod-a100", "MI300X", "multi_worker_mirrored"}) {
+    EXPECT_NE(r.out.find(expected), std::string::npos) << expected;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,75 @@
+#include <gtest/gtest.h>
+
+#include "dtsim/hw/device.hpp"
+#include "dtsim/net/collective.hpp"
+#include "dtsim/topo/cluster_loader.hpp"
+
+using namespace dtsim;
+
+namespace {
+
+topo::Cluster cluster(const char* name, std::optional<int> nodes = std::nullopt) {
+  hw::DeviceCatalog catalog;
+  return topo::load_cluster(std::string(DTSIM_SOURCE_DIR) + "/topologies/" + name + ".json", catalog, {nodes});
+}
+
+std::vector<int> first(int n) {
+  std::vector<int> v(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = i;
+  return v;
+}
+
+}  // namespace
+
+TEST(Routing, IntraNodeGoesThroughTheSwitchAndInterNodeThroughNics) {
+  topo::Cluster c = cluster("dgx-h100", 2);
+  topo::Route local = c.route(0, 1);
+  EXPECT_EQ(local.links.size(), 2u);
+  EXPECT_DOUBLE_EQ(local.bottleneck.value(), 450e9);
+  EXPECT_DOUBLE_EQ(local.latency.value(), 1.4e-6);
+  topo::Route remote = c.route(0, 8);
+  EXPECT_EQ(remote.links.size(), 4u);  // GPU-NIC, NIC-leaf, leaf-NIC, NIC-GPU
+  EXPECT_DOUBLE_EQ(remote.bottleneck.value(), 50e9);
+}
+
+// Ring all-reduce on n GPUs: 2(n-1)/n · S/B + 2(n-1) · latency, B the bus bandwidth NCCL delivers.
+TEST(Collective, RingAllReduceMatchesClosedForm) {
+  topo::Cluster c = cluster("dgx-h100");
+  net::Network network(c, {});
+  const double n = 8, bytes = 1e9, bandwidth = 450e9 * 0.8, latency = 1.4e-6;
+  auto gpus = first(8);
+  net::CollectiveCost cost = network.cost(net::CollectiveOp::kAllReduce, gpus, core::Bytes(bytes));
+  EXPECT_NEAR(cost.time.value(), 2 * (n - 1) / n * bytes / bandwidth + 2 * (n - 1) * latency, 1e-12);
+  EXPECT_FALSE(cost.hierarchical);
+  net::CollectiveCost gather = network.cost(net::CollectiveOp::kAllGather, gpus, core::Bytes(bytes));
+  EXPECT_NEAR(gather.time.value(), (n - 1) / n * bytes / bandwidth + (n - 1) * latency, 1e-12);
+}
+
+TEST(Collective, OneMemberCostsNothing) {
+  topo::Cluster c = cluster("dgx-h100");
+  net::Network network(c, {});
+  std::vector<int> one{3};
+  EXPECT_EQ(network.cost(net::CollectiveOp::kAllReduce, one, core::Bytes(1e9)).time.value(), 0.0);
+}
+
+// Two nodes of 8: reduce-scatter in the node, all-reduce of S/8 across nodes in
+// 8 parallel rings (one NIC each), all-gather in the node.
+TEST(Collective, SpanningNodesRunsHierarchically) {
+  topo::Cluster c = cluster("dgx-h100", 2);
+  net::Network network(c, {});
+  const double bytes = 1e9, nvlink = 450e9 * 0.8, nic = 50e9 * 0.8;
+  const double intra_latency = 1.4e-6, inter_latency = 4e-6;  // GPU-NIC 1 us twice, NIC-leaf 1 us twice
+  net::CollectiveCost cost = network.cost(net::CollectiveOp::kAllReduce, first(16), core::Bytes(bytes));
+  EXPECT_TRUE(cost.hierarchical);
+  double rs = 7.0 / 8 * bytes / nvlink + 7 * intra_latency;
+  double ar = 2 * 0.5 * (bytes / 8) / nic + 2 * inter_latency;
+  EXPECT_NEAR(cost.time.value(), 2 * rs + ar, 1e-12);
+}
+
+TEST(Collective, GroupWithOneGpuPerNodeSharesNothing) {
+  topo::Cluster c = cluster("dgx-a100", 4);
+  net::Network network(c, {});
+  std::vector<int> one_per_node{0, 8, 16, 24};
+  net::CollectiveCost cost = network.cost(net::CollectiveOp::kAllReduce, one_per_node, core::Bytes(1e9));
+  EXPECT_DOUBLE_EQ(cost.bus_bandwidth.value(), 25e9);  // one 200 Gb/s HDR NIC per flow
+}

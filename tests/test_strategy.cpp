@@ -1,0 +1,59 @@
+#include <gtest/gtest.h>
+
+#include "dtsim/core/input_error.hpp"
+#include "dtsim/hw/device.hpp"
+#include "dtsim/model/workload_loader.hpp"
+#include "dtsim/plan/strategy.hpp"
+#include "dtsim/topo/cluster_loader.hpp"
+
+using namespace dtsim;
+
+namespace {
+
+std::string error_of(const std::string& text, const char* model = "llama2-7b", std::optional<int> nodes = std::nullopt) {
+  hw::DeviceCatalog catalog;
+  model::Graph g = model::load_workload(std::string(DTSIM_SOURCE_DIR) + "/workloads/" + model + ".json");
+  topo::Cluster c = topo::load_cluster(std::string(DTSIM_SOURCE_DIR) + "/topologies/dgx-h100.json", catalog, {nodes});
+  try {
+    plan::resolve(plan::parse_strategy(text), g, c);
+  } catch (const core::InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(Strategy, DpDefaultsToWhatTheGpusLeave) {
+  hw::DeviceCatalog catalog;
+  model::Graph g = model::load_workload(std::string(DTSIM_SOURCE_DIR) + "/workloads/llama2-7b.json");
+  topo::Cluster c = topo::load_cluster(std::string(DTSIM_SOURCE_DIR) + "/topologies/dgx-h100.json", catalog, {4});
+  plan::ResolvedStrategy r = plan::resolve(plan::parse_strategy("tp=2,gbs=64"), g, c);
+  EXPECT_EQ(r.s.dp, 16);
+  EXPECT_EQ(r.micro_batches, 4);
+  plan::ResolvedStrategy fewer = plan::resolve(plan::parse_strategy("dp=3"), g, c);
+  EXPECT_EQ(fewer.world, 3);  // the first three GPUs
+}
+
+TEST(Strategy, PresetsExpandAndLaterKeysOverride) {
+  plan::Strategy s = plan::parse_strategy("horovod,bucket=32 MiB");
+  EXPECT_TRUE(s.overlap);
+  EXPECT_DOUBLE_EQ(s.bucket.value(), 32.0 * 1048576);
+  EXPECT_EQ(plan::parse_strategy("fsdp").zero, 3);
+  EXPECT_EQ(error_of("mirrored,dp=16"), "--strategy: /dp: needs 16 GPUs, the cluster has 8");
+}
+
+TEST(Strategy, BadInputIsOneLineNamingTheKey) {
+  EXPECT_EQ(error_of("dp=2,pipeline=4"),
+            "--strategy: /pipeline: unknown key; valid keys: dp, tp, pp, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention");
+  EXPECT_EQ(error_of("dp=two"), "--strategy: /dp: expected an integer >= 1, got \"two\"");
+  EXPECT_EQ(error_of("dtype=fp64"), "--strategy: /dtype: expected one of fp32, tf32, fp16, bf16, fp8, got \"fp64\"");
+  EXPECT_EQ(error_of("gpus=8,dp=3"), "--strategy: /dp: expected a divisor of the 8 GPUs that leaves tp*pp = 1, got 3");
+  EXPECT_EQ(error_of("dp=8,gbs=20"), "--strategy: /gbs: expected a multiple of dp*mbs = 8, got 20");
+  EXPECT_EQ(error_of("tp=3,dp=1"), "--strategy: /tp: expected a divisor of the model's 32 attention heads, got 3");
+  EXPECT_EQ(error_of("pp=3,dp=1"), "--strategy: /pp: expected a divisor of the model's 32 layers, got 3");
+  EXPECT_EQ(error_of("dp=16"), "--strategy: /dp: needs 16 GPUs, the cluster has 8");
+  EXPECT_EQ(error_of("oops"), "--strategy: unknown preset \"oops\"; presets: one_device, mirrored, multi_worker_mirrored, "
+                              "ddp, horovod, zero1, zero2, zero3, fsdp");
+  EXPECT_EQ(error_of("tp=2", "resnet50"), "--strategy: /tp: tensor parallelism needs a transformer; resnet50 is a layer graph");
+}

@@ -1,0 +1,88 @@
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "dtsim/model/transformer.hpp"
+#include "dtsim/model/workload_loader.hpp"
+#include "dtsim/plan/memory.hpp"
+
+using namespace dtsim;
+
+namespace {
+
+model::TransformerConfig gpt(std::int64_t h, std::int64_t a, std::int64_t s) {
+  model::TransformerConfig c;
+  c.name = "gpt";
+  c.layers = 2;
+  c.hidden = h;
+  c.heads = a;
+  c.kv_heads = a;
+  c.ffn_hidden = 4 * h;
+  c.vocab = 51200;
+  c.seq_len = s;
+  return c;
+}
+
+const model::Layer& first_block(const model::Graph& g) { return g.layers.at(1); }
+
+plan::ResolvedStrategy strategy(int tp, bool flash) {
+  plan::ResolvedStrategy r;
+  r.s.tp = tp;
+  r.s.mbs = 1;
+  r.s.dtype = hw::Dtype::kFp16;
+  r.s.flash_attention = flash;
+  return r;
+}
+
+}  // namespace
+
+// Narayanan et al. 2021: forward FLOPs of one GPT layer are 24·b·s·h² + 4·b·s²·h.
+TEST(Transformer, GptLayerForwardFlopsMatchClosedForm) {
+  const double h = 2048, s = 1024;
+  model::Graph g = model::build_transformer(gpt(2048, 16, 1024));
+  double flops = 0;
+  for (const model::Op& op : first_block(g).ops) flops += op.forward_flops.value();
+  EXPECT_DOUBLE_EQ(flops, 24 * s * h * h + 4 * s * s * h);
+}
+
+// Korthikanti et al. 2022: s·b·h·(34 + 5·a·s/h) bytes per layer, no parallelism, no recomputation.
+TEST(Transformer, ActivationBytesPerLayerMatchKorthikanti) {
+  const double h = 4096, a = 32, s = 2048;
+  model::Graph g = model::build_transformer(gpt(4096, 32, 2048));
+  double bytes = plan::saved_activation_bytes(first_block(g), strategy(1, false)).value();
+  EXPECT_DOUBLE_EQ(bytes, s * h * (34 + 5 * a * s / h));
+}
+
+// With tensor parallelism t and no sequence parallelism: s·b·h·(10 + 24/t + 5·a·s/(h·t)).
+TEST(Transformer, ActivationBytesUnderTensorParallelism) {
+  const double h = 4096, a = 32, s = 2048, t = 8;
+  model::Graph g = model::build_transformer(gpt(4096, 32, 2048));
+  double bytes = plan::saved_activation_bytes(first_block(g), strategy(8, false)).value();
+  EXPECT_DOUBLE_EQ(bytes, s * h * (10 + 24 / t + 5 * a * s / (h * t)));
+}
+
+TEST(Transformer, FlashAttentionKeepsNoScores) {
+  const double h = 4096, s = 2048;
+  model::Graph g = model::build_transformer(gpt(4096, 32, 2048));
+  EXPECT_DOUBLE_EQ(plan::saved_activation_bytes(first_block(g), strategy(1, true)).value(), 34 * s * h);
+}
+
+TEST(Transformer, Llama2SevenBillionParameters) {
+  model::Graph g = model::load_workload(std::string(DTSIM_SOURCE_DIR) + "/workloads/llama2-7b.json");
+  EXPECT_NEAR(g.parameter_count(), 6.738e9, 0.002e9);  // 6,738,415,616 in the released checkpoint
+}
+
+TEST(Transformer, MixtralCountsAllExpertsInParametersAndTopKInFlops) {
+  model::Graph g = model::load_workload(std::string(DTSIM_SOURCE_DIR) + "/workloads/mixtral-8x7b.json");
+  EXPECT_NEAR(g.parameter_count(), 46.70e9, 0.05e9);  // Mistral AI: 46.7B total
+  double expert_flops = 0, attention_flops = 0;
+  for (const model::Op& op : g.layers.at(1).ops) (op.expert ? expert_flops : attention_flops) += op.forward_flops.value();
+  // top-2 of SwiGLU 4096 -> 14336: 2 experts x 3 GEMMs x 2·s·h·f
+  EXPECT_DOUBLE_EQ(expert_flops, 2 * 3 * 2.0 * 4096 * 4096 * 14336);
+}
+
+TEST(Transformer, ResNet50HasItsPublishedSize) {
+  model::Graph g = model::load_workload(std::string(DTSIM_SOURCE_DIR) + "/workloads/resnet50.json");
+  EXPECT_NEAR(g.parameter_count(), 25.56e6, 0.1e6);              // torchvision: 25,557,032
+  EXPECT_NEAR(g.forward_flops_per_sample().value(), 8.2e9, 0.2e9);  // 4.1 GMACs
+}
