@@ -11,7 +11,7 @@ namespace dtsim::cli {
 struct SimulateOptions {
   std::string model = "llama2-7b";
   std::string cluster = "dgx-h100";
-  std::string strategy = "ddp";
+  std::string strategy = "fsdp";
   std::optional<int> nodes;
   std::optional<std::int64_t> seq_len;
   std::optional<std::string> profile;
