@@ -70,3 +70,24 @@ TEST(Simulation, OneDeviceHasNoCommunication) {
   EXPECT_EQ(s.report.breakdown.exposed_comm.total().value(), 0);
   EXPECT_TRUE(s.tasks.calls.empty());
 }
+
+TEST(Simulation, FullModeAgreesWithDefaultModeUnderTensorAndPipelineParallelism) {
+  const std::string strategy = "tp=4,pp=2,gbs=16,sp=on,recompute=selective,attention=standard";
+  driver::Simulation rep = run(strategy, 2);
+  driver::Simulation full = run(strategy, 2, true);
+  EXPECT_EQ(rep.timeline.makespan, full.timeline.makespan);
+  EXPECT_DOUBLE_EQ(rep.report.peak_bytes.value(), full.report.peak_bytes.value());
+  EXPECT_EQ(rep.tasks.simulated.size(), 2u);
+  EXPECT_EQ(full.tasks.simulated.size(), 16u);
+}
+
+TEST(Simulation, FullRecomputationCostsAForwardAndSavesMemory) {
+  const std::string base = "tp=8,gbs=8,attention=standard";
+  driver::Simulation none = run(base, 1);
+  driver::Simulation full = run(base + ",recompute=full", 1);
+  EXPECT_DOUBLE_EQ(full.report.model_flops_per_step.value(), none.report.model_flops_per_step.value());
+  // Hardware FLOPs grow by one forward of the blocks: 4/3 of the model FLOPs, less the head that is not recomputed.
+  EXPECT_GT(full.report.hardware_flops_per_step / none.report.hardware_flops_per_step, 1.25);
+  EXPECT_LT(full.report.hardware_flops_per_step / none.report.hardware_flops_per_step, 1.34);
+  EXPECT_LT(full.report.peak_bytes, none.report.peak_bytes);
+}

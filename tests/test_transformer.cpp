@@ -86,3 +86,15 @@ TEST(Transformer, ResNet50HasItsPublishedSize) {
   EXPECT_NEAR(g.parameter_count(), 25.56e6, 0.1e6);              // torchvision: 25,557,032
   EXPECT_NEAR(g.forward_flops_per_sample().value(), 8.2e9, 0.2e9);  // 4.1 GMACs
 }
+
+// With tensor and sequence parallelism and selective recomputation: s·b·h·34/t.
+TEST(Transformer, ActivationBytesWithSequenceParallelAndSelectiveRecompute) {
+  const double h = 4096, s = 2048, t = 8;
+  model::Graph g = model::build_transformer(gpt(4096, 32, 2048));
+  plan::ResolvedStrategy r = strategy(8, false);
+  r.s.sp = true;
+  r.s.recompute = plan::Recompute::kSelective;
+  EXPECT_DOUBLE_EQ(plan::saved_activation_bytes(first_block(g), r).value(), s * h * 34 / t);
+  r.s.recompute = plan::Recompute::kNone;  // sequence parallel alone: s·b·h·(34 + 5·a·s/h)/t
+  EXPECT_DOUBLE_EQ(plan::saved_activation_bytes(first_block(g), r).value(), s * h * (34 + 5 * 32 * s / h) / t);
+}

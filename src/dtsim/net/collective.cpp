@@ -39,7 +39,9 @@ Network::StepCost Network::concurrent(const std::vector<std::pair<int, int>>& fl
     const topo::Route& r = route(from, to);
     for (int link : r.links) {
       const auto& info = cluster_->links()[static_cast<std::size_t>(link)];
-      step.per_flow_bandwidth = std::min(step.per_flow_bandwidth, info.bandwidth / static_cast<double>(flows_on_link[link]));
+      const core::BytesPerSecond share = info.bandwidth * (info.efficiency * options_.efficiency_scale) /
+                                         static_cast<double>(flows_on_link[link]);
+      step.per_flow_bandwidth = std::min(step.per_flow_bandwidth, share);
     }
     step.latency = std::max(step.latency, r.latency);
   }
@@ -56,7 +58,7 @@ CollectiveCost Network::flat_ring(CollectiveOp op, const std::vector<std::vector
   }
   if (n <= 1) return {Seconds(0), BytesPerSecond(0), false};
   const StepCost step = concurrent(flows);
-  const BytesPerSecond bandwidth = step.per_flow_bandwidth * options_.bandwidth_efficiency;
+  const BytesPerSecond bandwidth = step.per_flow_bandwidth;
   const double nd = static_cast<double>(n);
   const double share = (nd - 1) / nd;
   double steps = nd - 1;
@@ -83,7 +85,7 @@ CollectiveCost Network::cost(CollectiveOp op, std::span<const int> gpus, Bytes b
       std::vector<std::pair<int, int>> flows;
       for (std::size_t r = 0; r < n; ++r) flows.emplace_back(gpus[r], gpus[(r + i) % n]);
       StepCost step = concurrent(flows);
-      total.time += bytes / static_cast<double>(n) / (step.per_flow_bandwidth * options_.bandwidth_efficiency) + step.latency;
+      total.time += bytes / static_cast<double>(n) / step.per_flow_bandwidth + step.latency;
       total.bus_bandwidth = std::min(total.bus_bandwidth, step.per_flow_bandwidth);
     }
     return total;

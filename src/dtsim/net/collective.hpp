@@ -23,15 +23,14 @@ enum class CollectiveOp { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kA
 std::string_view to_string(CollectiveOp op);
 
 struct NetworkOptions {
-  /// Share of the link rate that NCCL's Simple protocol delivers as bus
-  /// bandwidth. An NCCL maintainer puts its overhead at about 20% of the line
-  /// rate (NVIDIA/nccl-tests issue #212), hence 0.8.
-  double bandwidth_efficiency = 0.80;
+  /// Multiplies every link's bus efficiency (the cluster file's
+  /// `bus_efficiency`, 0.8 by default); 1 leaves them as stated.
+  double efficiency_scale = 1.0;
 };
 
 struct CollectiveCost {
   core::Seconds time;
-  core::BytesPerSecond bus_bandwidth;  ///< slowest flow's share of its links, before efficiency
+  core::BytesPerSecond bus_bandwidth;  ///< slowest flow's share of its links, efficiency applied
   bool hierarchical = false;
 };
 

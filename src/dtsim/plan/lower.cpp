@@ -4,6 +4,7 @@
 #include <optional>
 #include <tuple>
 
+#include "dtsim/plan/layer_steps.hpp"
 #include "dtsim/plan/memory.hpp"
 
 namespace dtsim::plan {
@@ -11,30 +12,19 @@ namespace {
 
 using core::Bytes;
 using core::Flops;
-
-// One layer in one phase: compute segments separated by tensor-parallel collectives.
-struct Step {
-  bool is_comm = false;
-  int kernel = -1;
-  Bytes comm_bytes;
-};
-
-// The tag space of a group: collectives count calls; sends name micro-batch and direction.
-std::int64_t p2p_tag(int micro_batch, bool backward) { return 2 * static_cast<std::int64_t>(micro_batch) + (backward ? 1 : 0); }
+using TaskRef = std::optional<std::uint32_t>;
 
 class Lowering {
  public:
-  Lowering(const model::Graph& graph, const ResolvedStrategy& r, const topo::Cluster& cluster, const LowerOptions& options)
-      : graph_(graph), r_(r), stages_(stage_layers(graph, r.s.pp)) {
+  Lowering(const model::Graph& graph, const ResolvedStrategy& r, const LowerOptions& options)
+      : graph_(graph), r_(r), virtual_stages_(r.s.pp * r.s.vpp), chunks_(stage_layers(graph, virtual_stages_)),
+        steps_(graph, r, tg_.kernels) {
     tg_.world = r.world;
     tg_.dtype = r.s.dtype;
     tg_.gpu_of_rank = topo::Placement::node_major(r.world).gpu_of_rank;
-    (void)cluster;
-    act_bytes_ = hw::activation_bytes(r.s.dtype);
-    steps_.resize(graph.layers.size() * 2);
     for (int p = 0; p < r.s.pp; ++p) {
       for (int d = 0; d < (options.full ? r.s.dp : 1); ++d) {
-        for (int t = 0; t < (options.full ? r.s.tp : 1); ++t) ranks_.push_back({t, d, p});
+        for (int t = 0; t < (options.full ? r.s.tp : 1); ++t) ranks_.emplace_back(t, d, p);
       }
     }
   }
@@ -45,7 +35,20 @@ class Lowering {
   }
 
  private:
+  struct RankState {
+    int rank = 0, t = 0, d = 0, p = 0;
+    int tp_group = -1, dp_group = -1;
+    std::int64_t tp_calls = 0, dp_calls = 0;
+    TaskRef last_compute;
+    std::vector<std::uint32_t> grad_comms;
+  };
+
   int rank_of(int t, int d, int p) const { return t + r_.s.tp * (d + r_.s.dp * p); }
+  // Virtual stage of chunk c on stage p (Megatron: chunk c holds model chunk c*pp + p).
+  int virtual_stage(int p, int chunk) const { return chunk * r_.s.pp + p; }
+  const std::vector<int>& layers_of(int p, int chunk) const {
+    return chunks_[static_cast<std::size_t>(virtual_stage(p, chunk))];
+  }
 
   int group(GroupKind kind, std::vector<int> ranks) {
     auto key = std::pair{kind, ranks};
@@ -64,7 +67,14 @@ class Lowering {
     for (int d = 0; d < r_.s.dp; ++d) ranks.push_back(rank_of(t, d, p));
     return group(GroupKind::kDp, std::move(ranks));
   }
-  int pp_pair(int t, int d, int p) { return group(GroupKind::kPp, {rank_of(t, d, p), rank_of(t, d, p + 1)}); }
+  // The link from virtual stage v to v + 1, between the ranks that hold them.
+  int pp_link(const RankState& s, int v) {
+    const int from = v % r_.s.pp, to = (v + 1) % r_.s.pp;
+    return group(GroupKind::kPp, {rank_of(s.t, s.d, from), rank_of(s.t, s.d, to)});
+  }
+  std::int64_t p2p_tag(int micro_batch, int v, bool backward) const {
+    return (static_cast<std::int64_t>(micro_batch) * virtual_stages_ + v) * 2 + (backward ? 1 : 0);
+  }
 
   int call(CommOp op, int group_id, Bytes bytes) {
     auto key = std::tuple{op, group_id, bytes.value()};
@@ -74,69 +84,9 @@ class Lowering {
     return call_ids_[key] = static_cast<int>(tg_.calls.size() - 1);
   }
 
-  hw::OpWork work(const model::Op& op, bool backward) const {
-    const double mbs = r_.s.mbs;
-    const double split = op.split == model::TensorSplit::kSharded ? r_.s.tp : 1;
-    hw::OpWork w;
-    w.kind = op.kind;
-    w.flops = (backward ? op.backward_flops : op.forward_flops) * (mbs / split);
-    w.bytes_moved = Bytes((backward ? op.backward_elements_moved : op.forward_elements_moved) * act_bytes_ * mbs / split);
-    if (op.kind == model::OpKind::kAttention && r_.s.flash_attention) {
-      // FlashAttention reads Q, K, V and writes O once; its backward recomputes
-      // the scores: 5 GEMMs against the forward's 2, i.e. 2.5x the forward.
-      w.fused = true;
-      w.bytes_moved = Bytes(4.0 * static_cast<double>(op.gemm.m * op.gemm.k * op.gemm.batch / 2) * act_bytes_ * mbs / split *
-                            (backward ? 2 : 1));
-      if (backward) w.flops = op.forward_flops * (2.5 * mbs / split);
-    }
-    w.gemm = op.gemm;
-    w.gemm.m *= r_.s.mbs;
-    w.gemm.n = std::max<std::int64_t>(1, w.gemm.n / static_cast<std::int64_t>(split));
-    return w;
-  }
-
-  // Compute segments and tp collectives of one layer in one phase; built once.
-  const std::vector<Step>& steps(int layer, bool backward) {
-    std::vector<Step>& out = steps_[static_cast<std::size_t>(2 * layer + (backward ? 1 : 0))];
-    if (!out.empty()) return out;
-    const model::Layer& l = graph_.layers[static_cast<std::size_t>(layer)];
-    const Bytes tp_bytes(static_cast<double>(graph_.transformer ? graph_.seq_len * graph_.transformer->hidden : 0) *
-                         act_bytes_ * r_.s.mbs);
-    Kernel current{l.name + (backward ? ".bwd" : ".fwd"), {}, Flops(0), Flops(0)};
-    auto flush = [&] {
-      if (current.ops.empty()) return;
-      tg_.kernels.push_back(current);
-      out.push_back({false, static_cast<int>(tg_.kernels.size() - 1), Bytes(0)});
-      current.ops.clear();
-      current.model_flops = current.hardware_flops = Flops(0);
-    };
-    auto add = [&](const model::Op& op) {
-      hw::OpWork w = work(op, backward);
-      current.ops.push_back(w);
-      // Model FLOPs count the algorithm's work once; recomputed scores are hardware FLOPs only.
-      current.model_flops += (backward ? op.backward_flops : op.forward_flops) *
-                             (static_cast<double>(r_.s.mbs) / (op.split == model::TensorSplit::kSharded ? r_.s.tp : 1));
-      current.hardware_flops += w.flops;
-    };
-    const bool tp = r_.s.tp > 1;
-    if (!backward) {
-      for (const model::Op& op : l.ops) {
-        add(op);
-        if (tp && op.tp_reduce_after) flush(), out.push_back({true, -1, tp_bytes});
-      }
-    } else {
-      for (auto it = l.ops.rbegin(); it != l.ops.rend(); ++it) {
-        add(*it);
-        if (tp && it->tp_gather_before) flush(), out.push_back({true, -1, tp_bytes});
-      }
-    }
-    flush();
-    return out;
-  }
-
-  std::uint32_t add_task(Task task, std::initializer_list<std::optional<std::uint32_t>> deps) {
+  std::uint32_t add_task(Task task, std::initializer_list<TaskRef> deps) {
     task.deps_begin = static_cast<std::uint32_t>(tg_.deps.size());
-    for (const auto& d : deps) {
+    for (const TaskRef& d : deps) {
       if (d) tg_.deps.push_back(*d);
     }
     task.deps_end = static_cast<std::uint32_t>(tg_.deps.size());
@@ -144,15 +94,8 @@ class Lowering {
     return static_cast<std::uint32_t>(tg_.tasks.size() - 1);
   }
 
-  struct RankState {
-    int rank, t, d, p;
-    int tp_group = -1, dp_group = -1;
-    std::int64_t tp_calls = 0, dp_calls = 0;
-    std::optional<std::uint32_t> last_compute;
-  };
-
-  std::uint32_t comm(RankState& s, Stream stream, CommOp op, int group_id, std::int64_t tag, Bytes bytes,
-                     Phase phase, int mb, int layer, std::initializer_list<std::optional<std::uint32_t>> deps) {
+  std::uint32_t comm(RankState& s, Stream stream, CommOp op, int group_id, std::int64_t tag, Bytes bytes, Phase phase,
+                     int mb, int layer, std::initializer_list<TaskRef> deps) {
     Task task;
     task.kind = TaskKind::kComm;
     task.stream = stream;
@@ -165,94 +108,116 @@ class Lowering {
     return add_task(task, deps);
   }
 
-  // Runs one layer's steps; returns the last compute task.
+  bool sharded_params() const { return r_.s.zero >= 3 && r_.s.dp > 1; }
+  Bytes grad_bytes(int layer) const {
+    double params = 0;
+    for (const model::Op& op : graph_.layers[static_cast<std::size_t>(layer)].ops) params += params_on_rank(op, r_.s.tp);
+    return Bytes(params * bytes_per_param(r_.s.dtype).grads);
+  }
+  Bytes weight_bytes(int layer) const {
+    return grad_bytes(layer) * (bytes_per_param(r_.s.dtype).params / bytes_per_param(r_.s.dtype).grads);
+  }
+  Bytes boundary_bytes() const {
+    const double hidden = graph_.transformer ? static_cast<double>(graph_.transformer->hidden) : 0;
+    // Megatron sends 1/tp of the activation and all-gathers it over NVLink (scatter-gather optimisation).
+    return Bytes(static_cast<double>(graph_.seq_len) * hidden * hw::activation_bytes(r_.s.dtype) * r_.s.mbs / r_.s.tp);
+  }
+
   // ZeRO-3 / FSDP: gather a layer's weights before it runs, in both passes.
   // Gathers depend on nothing, so the dp stream runs them ahead of compute
   // (FSDP's prefetch); the backward issues the next one before the current
   // reduce-scatter, as FSDP's backward prefetch does.
-  std::optional<std::uint32_t> gather(RankState& s, int layer, bool backward, int mb) {
+  TaskRef gather(RankState& s, int layer, bool backward, int mb) {
     if (!sharded_params() || grad_bytes(layer).value() <= 0) return std::nullopt;
     return comm(s, Stream::kDpComm, CommOp::kAllGather, s.dp_group, s.dp_calls++, weight_bytes(layer),
                 backward ? Phase::kBackward : Phase::kForward, mb, layer, {});
   }
 
-  void run_layer(RankState& s, int layer, bool backward, int mb, std::optional<std::uint32_t> first_dep,
-                 std::optional<std::uint32_t> gathered) {
-    const auto& layer_steps = steps(layer, backward);
+  // Activations: without full recomputation a layer keeps its saved tensors
+  // from forward to backward; with it, only its input, and the recomputed
+  // forward holds the rest for the length of the layer's backward.
+  void run_layer(RankState& s, int layer, bool backward, int mb, TaskRef first_dep, TaskRef gathered) {
+    const std::vector<Step>& steps = backward ? steps_.backward(layer) : steps_.forward(layer);
+    const bool full = r_.s.recompute == Recompute::kFull;
     const Bytes saved = saved_activation_bytes(graph_.layers[static_cast<std::size_t>(layer)], r_);
-    std::optional<std::uint32_t> pending = first_dep;
-    for (std::size_t i = 0; i < layer_steps.size(); ++i) {
-      const Step& step = layer_steps[i];
+    const Bytes kept = full && graph_.transformer ? layer_input_bytes(graph_.seq_len, graph_.transformer->hidden, r_) : saved;
+    TaskRef pending = first_dep;
+    bool first_compute = true;
+    std::size_t last_compute_index = steps.size();
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      if (!steps[i].is_comm) last_compute_index = i;
+    }
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      const Step& step = steps[i];
+      const Phase phase = backward ? Phase::kBackward : Phase::kForward;
       if (step.is_comm) {
-        pending = comm(s, Stream::kTpComm, CommOp::kAllReduce, s.tp_group, s.tp_calls++, step.comm_bytes,
-                       backward ? Phase::kBackward : Phase::kForward, mb, layer, {s.last_compute});
+        pending = comm(s, Stream::kTpComm, step.op, s.tp_group, s.tp_calls++, step.bytes, phase, mb, layer, {s.last_compute});
         continue;
       }
       Task task;
       task.kind = TaskKind::kCompute;
-      task.phase = backward ? Phase::kBackward : Phase::kForward;
+      task.phase = phase;
       task.rank = s.rank;
       task.payload = step.kernel;
       task.micro_batch = mb;
       task.layer = layer;
-      if (!backward && i == 0) task.alloc_at_start = saved;
-      if (backward && i + 1 == layer_steps.size()) task.free_at_end = saved;
+      if (first_compute) task.alloc_at_start = backward ? (full ? saved : Bytes(0)) : kept;
+      if (backward && i == last_compute_index) task.free_at_end = full ? saved + kept : saved;
       s.last_compute = add_task(task, {pending, gathered});
       pending.reset();
       gathered.reset();
+      first_compute = false;
     }
   }
 
-  void forward(RankState& s, int mb) {
-    const int last = r_.s.pp - 1;
-    const Bytes p2p_bytes = boundary_bytes();
-    std::optional<std::uint32_t> recv;
-    if (s.p > 0) {
-      recv = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_pair(s.t, s.d, s.p - 1), p2p_tag(mb, false),
-                  p2p_bytes, Phase::kForward, mb, -1, {});
+  void forward(RankState& s, int mb, int chunk) {
+    const int v = virtual_stage(s.p, chunk);
+    TaskRef recv;
+    if (v > 0) {
+      recv = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v - 1), p2p_tag(mb, v - 1, false),
+                  boundary_bytes(), Phase::kForward, mb, -1, {});
     }
-    for (int layer : stages_[static_cast<std::size_t>(s.p)]) {
+    for (int layer : layers_of(s.p, chunk)) {
       run_layer(s, layer, false, mb, recv, gather(s, layer, false, mb));
       recv.reset();
     }
-    if (s.p < last) {
-      comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_pair(s.t, s.d, s.p), p2p_tag(mb, false), p2p_bytes,
+    if (v < virtual_stages_ - 1) {
+      comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v), p2p_tag(mb, v, false), boundary_bytes(),
            Phase::kForward, mb, -1, {s.last_compute});
     }
   }
 
-  void backward(RankState& s, int mb, bool last_micro_batch, std::vector<std::uint32_t>& grad_comms) {
-    const int last = r_.s.pp - 1;
-    const Bytes p2p_bytes = boundary_bytes();
-    std::optional<std::uint32_t> recv;
-    if (s.p < last) {
-      recv = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_pair(s.t, s.d, s.p), p2p_tag(mb, true), p2p_bytes,
+  void backward(RankState& s, int mb, int chunk, bool last_of_chunk) {
+    const int v = virtual_stage(s.p, chunk);
+    TaskRef recv;
+    if (v < virtual_stages_ - 1) {
+      recv = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v), p2p_tag(mb, v, true), boundary_bytes(),
                   Phase::kBackward, mb, -1, {});
     }
-    const auto& layers = stages_[static_cast<std::size_t>(s.p)];
+    const std::vector<int>& layers = layers_of(s.p, chunk);
     const CommOp reduce = r_.s.zero >= 1 ? CommOp::kReduceScatter : CommOp::kAllReduce;
     std::vector<std::pair<int, Bytes>> held;  // buckets waiting for the end of the backward (overlap=off)
     Bytes bucket;
-    std::optional<std::uint32_t> next_gather = layers.empty() ? std::nullopt : gather(s, layers.back(), true, mb);
+    TaskRef next_gather = layers.empty() ? std::nullopt : gather(s, layers.back(), true, mb);
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-      std::optional<std::uint32_t> gathered = next_gather;
+      TaskRef gathered = next_gather;
       next_gather = std::next(it) != layers.rend() ? gather(s, *std::next(it), true, mb) : std::nullopt;
       run_layer(s, *it, true, mb, recv, gathered);
       recv.reset();
       if (sharded_params()) {
         // Sharded gradients cannot wait for the last micro-batch: reduce-scatter each one.
         if (grad_bytes(*it).value() > 0) {
-          grad_comms.push_back(comm(s, Stream::kDpComm, CommOp::kReduceScatter, s.dp_group, s.dp_calls++,
-                                    grad_bytes(*it), Phase::kBackward, mb, *it, {s.last_compute}));
+          s.grad_comms.push_back(comm(s, Stream::kDpComm, CommOp::kReduceScatter, s.dp_group, s.dp_calls++,
+                                      grad_bytes(*it), Phase::kBackward, mb, *it, {s.last_compute}));
         }
         continue;
       }
-      if (!last_micro_batch || r_.s.dp == 1) continue;
+      if (!last_of_chunk || r_.s.dp == 1) continue;
       bucket += grad_bytes(*it);
       if (bucket >= r_.s.bucket || std::next(it) == layers.rend()) {
         if (r_.s.overlap) {
-          grad_comms.push_back(comm(s, Stream::kDpComm, reduce, s.dp_group, s.dp_calls++, bucket, Phase::kBackward,
-                                    mb, *it, {s.last_compute}));
+          s.grad_comms.push_back(
+              comm(s, Stream::kDpComm, reduce, s.dp_group, s.dp_calls++, bucket, Phase::kBackward, mb, *it, {s.last_compute}));
         } else {
           held.emplace_back(*it, bucket);
         }
@@ -260,16 +225,16 @@ class Lowering {
       }
     }
     for (auto [layer, bytes] : held) {
-      grad_comms.push_back(comm(s, Stream::kDpComm, reduce, s.dp_group, s.dp_calls++, bytes, Phase::kBackward, mb,
-                                layer, {s.last_compute}));
+      s.grad_comms.push_back(
+          comm(s, Stream::kDpComm, reduce, s.dp_group, s.dp_calls++, bytes, Phase::kBackward, mb, layer, {s.last_compute}));
     }
-    if (s.p > 0) {
-      comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_pair(s.t, s.d, s.p - 1), p2p_tag(mb, true), p2p_bytes,
+    if (v > 0) {
+      comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v - 1), p2p_tag(mb, v - 1, true), boundary_bytes(),
            Phase::kBackward, mb, -1, {s.last_compute});
     }
   }
 
-  void optimizer(RankState& s, const std::vector<std::uint32_t>& grad_comms, double params) {
+  void optimizer(RankState& s, double params) {
     const double shards = r_.s.zero >= 1 ? r_.s.dp : 1;
     Kernel k{"optimizer.adam", {}, Flops(0), Flops(0)};
     hw::OpWork update;
@@ -284,9 +249,8 @@ class Lowering {
     task.phase = Phase::kOptimizer;
     task.rank = s.rank;
     task.payload = static_cast<int>(tg_.kernels.size() - 1);
-    task.tag = 0;
     task.deps_begin = static_cast<std::uint32_t>(tg_.deps.size());
-    for (std::uint32_t c : grad_comms) tg_.deps.push_back(c);
+    for (std::uint32_t c : s.grad_comms) tg_.deps.push_back(c);
     task.deps_end = static_cast<std::uint32_t>(tg_.deps.size());
     tg_.tasks.push_back(task);
     s.last_compute = static_cast<std::uint32_t>(tg_.tasks.size() - 1);
@@ -297,61 +261,46 @@ class Lowering {
     }
   }
 
-  Bytes boundary_bytes() const {
-    const double hidden = graph_.transformer ? static_cast<double>(graph_.transformer->hidden) : 0;
-    return Bytes(static_cast<double>(graph_.seq_len) * hidden * act_bytes_ * r_.s.mbs / r_.s.tp);
-  }
-
-  bool sharded_params() const { return r_.s.zero >= 3 && r_.s.dp > 1; }
-
-  Bytes weight_bytes(int layer) const {
-    return grad_bytes(layer) * (bytes_per_param(r_.s.dtype).params / bytes_per_param(r_.s.dtype).grads);
-  }
-
-  Bytes grad_bytes(int layer) const {
-    double params = 0;
-    for (const model::Op& op : graph_.layers[static_cast<std::size_t>(layer)].ops) params += params_on_rank(op, r_.s.tp);
-    return Bytes(params * bytes_per_param(r_.s.dtype).grads);
-  }
-
   double stage_params(int p) const {
     double params = 0;
-    for (int layer : stages_[static_cast<std::size_t>(p)]) {
-      for (const model::Op& op : graph_.layers[static_cast<std::size_t>(layer)].ops) params += params_on_rank(op, r_.s.tp);
+    for (int chunk = 0; chunk < r_.s.vpp; ++chunk) {
+      for (int layer : layers_of(p, chunk)) {
+        for (const model::Op& op : graph_.layers[static_cast<std::size_t>(layer)].ops) params += params_on_rank(op, r_.s.tp);
+      }
     }
     return params;
   }
 
   void lower_rank(int t, int d, int p) {
-    RankState s{rank_of(t, d, p), t, d, p, -1, -1, 0, 0, std::nullopt};
+    RankState s;
+    s.rank = rank_of(t, d, p);
+    s.t = t;
+    s.d = d;
+    s.p = p;
     if (r_.s.tp > 1) s.tp_group = tp_group(d, p);
     if (r_.s.dp > 1) s.dp_group = dp_group(t, p);
     const double params = stage_params(p);
-    tg_.simulated.push_back({s.rank, p, static_cast_memory(params)});
-
-    // 1F1B: stage p runs min(pp - p - 1, m) forwards before its first backward.
+    tg_.simulated.push_back({s.rank, p, static_memory(params, r_)});
     const int m = r_.micro_batches;
-    const int warmup = std::min(r_.s.pp - p - 1, m);
-    std::vector<std::uint32_t> grad_comms;
-    int next_forward = 0, next_backward = 0;
-    for (; next_forward < warmup; ++next_forward) forward(s, next_forward);
-    while (next_backward < m) {
-      if (next_forward < m) forward(s, next_forward++);
-      backward(s, next_backward, next_backward == m - 1, grad_comms);
-      ++next_backward;
+    std::vector<int> backwards_left(static_cast<std::size_t>(r_.s.vpp), m);
+    for (const PassStep& step : stage_order(r_.s.schedule, p, r_.s.pp, m, r_.s.vpp)) {
+      if (!step.backward) {
+        forward(s, step.micro_batch, step.chunk);
+      } else {
+        const bool last = --backwards_left[static_cast<std::size_t>(step.chunk)] == 0;
+        backward(s, step.micro_batch, step.chunk, last);
+      }
     }
-    optimizer(s, grad_comms, params);
+    optimizer(s, params);
   }
-
-  StaticMemory static_cast_memory(double params) const { return static_memory(params, r_); }
 
   const model::Graph& graph_;
   const ResolvedStrategy& r_;
-  std::vector<std::vector<int>> stages_;
-  std::vector<std::tuple<int, int, int>> ranks_;
+  int virtual_stages_;
+  std::vector<std::vector<int>> chunks_;
   TaskGraph tg_;
-  double act_bytes_ = 2;
-  std::vector<std::vector<Step>> steps_;
+  LayerSteps steps_;
+  std::vector<std::tuple<int, int, int>> ranks_;
   std::map<std::pair<GroupKind, std::vector<int>>, int> group_ids_;
   std::map<std::tuple<CommOp, int, double>, int> call_ids_;
 };
@@ -359,8 +308,7 @@ class Lowering {
 }  // namespace
 
 std::vector<std::vector<int>> stage_layers(const model::Graph& graph, int stages) {
-  std::vector<int> blocks;
-  std::vector<int> embedding, head;
+  std::vector<int> blocks, embedding, head;
   for (std::size_t i = 0; i < graph.layers.size(); ++i) {
     switch (graph.layers[i].role) {
       case model::LayerRole::kEmbedding: embedding.push_back(static_cast<int>(i)); break;
@@ -378,7 +326,8 @@ std::vector<std::vector<int>> stage_layers(const model::Graph& graph, int stages
 
 TaskGraph lower(const model::Graph& graph, const ResolvedStrategy& strategy, const topo::Cluster& cluster,
                 const LowerOptions& options) {
-  return Lowering(graph, strategy, cluster, options).run();
+  (void)cluster;  // placement is node-major today; other placements will read the cluster
+  return Lowering(graph, strategy, options).run();
 }
 
 }  // namespace dtsim::plan

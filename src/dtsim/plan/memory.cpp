@@ -24,19 +24,25 @@ StaticMemory static_memory(double params, const ResolvedStrategy& r) {
 
 core::Bytes saved_activation_bytes(const model::Layer& layer, const ResolvedStrategy& r) {
   const double tp = r.s.tp;
+  const double replicated_split = r.s.sp ? tp : 1.0;  // sequence parallelism shards norms and dropout
   const double element_bytes = hw::activation_bytes(r.s.dtype);
   double elements = 0;
   core::Bytes masks;
   for (const model::Op& op : layer.ops) {
     const model::SavedActivations& s = op.saved;
-    elements += s.sharded_elements / tp + s.replicated_elements;
-    masks += s.sharded_mask / tp + s.replicated_mask;
-    if (!r.s.flash_attention) {  // fused attention keeps only a row statistic of the scores
+    elements += s.sharded_elements / tp + s.replicated_elements / replicated_split;
+    masks += s.sharded_mask / tp + s.replicated_mask / replicated_split;
+    if (!r.s.flash_attention && r.s.recompute == Recompute::kNone) {  // fused attention keeps only a row statistic of the scores
       elements += s.score_elements / tp;
       masks += s.score_mask / tp;
     }
   }
   return (core::Bytes(elements * element_bytes) + masks) * static_cast<double>(r.s.mbs);
+}
+
+core::Bytes layer_input_bytes(std::int64_t tokens, std::int64_t hidden, const ResolvedStrategy& r) {
+  const double split = r.s.sp ? r.s.tp : 1.0;
+  return core::Bytes(static_cast<double>(tokens * hidden) * hw::activation_bytes(r.s.dtype) * r.s.mbs / split);
 }
 
 }  // namespace dtsim::plan

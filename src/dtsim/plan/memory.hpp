@@ -28,7 +28,11 @@ double params_on_rank(const model::Op& op, int tp);
 
 StaticMemory static_memory(double params_on_rank, const ResolvedStrategy& strategy);
 
-/// Activation bytes one layer keeps per micro-batch on one rank.
+/// Activation bytes one layer keeps per micro-batch on one rank (without full
+/// recomputation; selective recomputation drops the attention scores).
 core::Bytes saved_activation_bytes(const model::Layer& layer, const ResolvedStrategy& strategy);
+
+/// The input of a layer, all that full recomputation keeps of it.
+core::Bytes layer_input_bytes(std::int64_t tokens, std::int64_t hidden, const ResolvedStrategy& strategy);
 
 }  // namespace dtsim::plan

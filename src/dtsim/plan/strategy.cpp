@@ -35,7 +35,7 @@ bool on_off(std::string_view key, std::string_view value) {
 
 }  // namespace
 
-std::string_view strategy_keys() { return "dp, tp, pp, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention"; }
+std::string_view strategy_keys() { return "dp, tp, pp, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute"; }
 
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> table = {
@@ -99,6 +99,20 @@ Strategy parse_strategy(std::string_view text) {
       auto d = hw::parse_dtype(value);
       if (!d) fail(key, fmt::format("expected one of fp32, tf32, fp16, bf16, fp8, got \"{}\"", value));
       s.dtype = *d;
+    } else if (key == "sp") {
+      s.sp = on_off(key, value);
+    } else if (key == "vpp") {
+      s.vpp = positive(key, value);
+    } else if (key == "schedule") {
+      if (value == "gpipe") s.schedule = Schedule::kGpipe;
+      else if (value == "1f1b") s.schedule = Schedule::kOneFOneB;
+      else if (value == "interleaved") s.schedule = Schedule::kInterleaved;
+      else fail(key, fmt::format("expected gpipe, 1f1b or interleaved, got \"{}\"", value));
+    } else if (key == "recompute") {
+      if (value == "none") s.recompute = Recompute::kNone;
+      else if (value == "selective") s.recompute = Recompute::kSelective;
+      else if (value == "full") s.recompute = Recompute::kFull;
+      else fail(key, fmt::format("expected none, selective or full, got \"{}\"", value));
     } else if (key == "attention") {
       if (value != "flash" && value != "standard") fail(key, fmt::format("expected flash or standard, got \"{}\"", value));
       s.flash_attention = value == "flash";
@@ -114,6 +128,10 @@ Strategy parse_strategy(std::string_view text) {
     }
   }
   if (s.zero > 3) fail("zero", fmt::format("expected a ZeRO stage 0 to 3, got {}", s.zero));
+  if (s.vpp > 1 && seen["schedule"] && s.schedule != Schedule::kInterleaved) {
+    fail("vpp", fmt::format("virtual stages need schedule=interleaved, got schedule={}", to_string(s.schedule)));
+  }
+  if (s.vpp > 1) s.schedule = Schedule::kInterleaved;
   return s;
 }
 
@@ -127,6 +145,9 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
     const auto& t = *graph.transformer;
     if (t.heads % s.tp != 0) fail("tp", fmt::format("expected a divisor of the model's {} attention heads, got {}", t.heads, s.tp));
     if (t.layers % s.pp != 0) fail("pp", fmt::format("expected a divisor of the model's {} layers, got {}", t.layers, s.pp));
+    if (t.layers % (s.pp * s.vpp) != 0) {
+      fail("vpp", fmt::format("expected pp*vpp to divide the model's {} layers, got {}*{}", t.layers, s.pp, s.vpp));
+    }
   } else if (s.tp > 1) {
     fail("tp", fmt::format("tensor parallelism needs a transformer; {} is a layer graph", graph.name));
   } else if (s.pp > 1 && static_cast<std::int64_t>(graph.layers.size()) < s.pp) {
@@ -154,6 +175,14 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
     fail("gbs", fmt::format("expected a multiple of dp*mbs = {}, got {}", per_step, s.gbs));
   }
   r.micro_batches = s.gbs / per_step;
+  if (s.sp && s.tp == 1) fail("sp", "sequence parallelism splits along tensor-parallel ranks; it needs tp > 1");
+  if (s.schedule == Schedule::kInterleaved) {
+    if (s.pp == 1) fail("schedule", "the interleaved schedule needs pp > 1");
+    if (r.micro_batches % s.pp != 0) {
+      fail("gbs", fmt::format("expected micro-batches per step ({}) to be a multiple of pp = {} for the interleaved schedule",
+                              r.micro_batches, s.pp));
+    }
+  }
   if (s.zero > 0 && s.dp == 1) fail("zero", "ZeRO shards over data-parallel ranks; it needs dp > 1");
   return r;
 }

@@ -8,9 +8,15 @@
 #include "dtsim/core/units.hpp"
 #include "dtsim/hw/device.hpp"
 #include "dtsim/model/graph.hpp"
+#include "dtsim/plan/schedule.hpp"
 #include "dtsim/topo/cluster.hpp"
 
 namespace dtsim::plan {
+
+/// Activation recomputation: none; selective (the attention core, Korthikanti
+/// et al.); full (each layer's forward again before its backward, keeping
+/// only the layer's input).
+enum class Recompute { kNone, kSelective, kFull };
 
 struct Strategy {
   int dp = 0;    ///< 0: what the GPUs left over by tp and pp allow
@@ -22,6 +28,10 @@ struct Strategy {
   hw::Dtype dtype = hw::Dtype::kBf16;
   bool overlap = true;  ///< overlap gradient communication with the backward pass
   int zero = 0;         ///< ZeRO stage 0..3
+  bool sp = false;      ///< Megatron sequence parallelism (needs tp > 1)
+  Schedule schedule = Schedule::kOneFOneB;
+  int vpp = 1;          ///< model chunks per pipeline stage (interleaved 1F1B)
+  Recompute recompute = Recompute::kNone;
   core::Bytes bucket = core::Bytes(25.0 * 1048576.0);  ///< gradient bucket (PyTorch DDP's 25 MiB)
   /// Fused attention (FlashAttention) keeps no s x s scores and recomputes
   /// them in the backward pass; "standard" materialises them (Megatron 2021).

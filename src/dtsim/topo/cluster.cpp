@@ -28,9 +28,10 @@ Cluster::Cluster(Shape shape) : shape_(std::move(shape)), fabric_(std::make_uniq
 
 VertexId Cluster::add_vertex(VertexInfo info) { return boost::add_vertex(std::move(info), *fabric_); }
 
-void Cluster::add_link(VertexId a, VertexId b, LinkKind kind, core::BytesPerSecond bandwidth, core::Seconds latency) {
+void Cluster::add_link(VertexId a, VertexId b, LinkKind kind, core::BytesPerSecond bandwidth, core::Seconds latency,
+                       double efficiency) {
   for (auto [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
-    LinkInfo info{kind, bandwidth, latency, static_cast<int>(links_.size())};
+    LinkInfo info{kind, bandwidth, latency, efficiency, static_cast<int>(links_.size())};
     links_.push_back(info);
     boost::add_edge(from, to, info, *fabric_);
   }

@@ -27,6 +27,8 @@ struct LinkInfo {
   LinkKind kind = LinkKind::kNvLink;
   core::BytesPerSecond bandwidth;  ///< this direction
   core::Seconds latency;
+  /// Share of the rate NCCL delivers as bus bandwidth over this link.
+  double efficiency = 0.8;
   int id = -1;  ///< index into Cluster::links()
 };
 
@@ -54,7 +56,8 @@ class Cluster {
 
   /// Builders add vertices and links; a link adds one edge each way.
   VertexId add_vertex(VertexInfo info);
-  void add_link(VertexId a, VertexId b, LinkKind kind, core::BytesPerSecond bandwidth, core::Seconds latency);
+  void add_link(VertexId a, VertexId b, LinkKind kind, core::BytesPerSecond bandwidth, core::Seconds latency,
+                double efficiency);
   void set_gpu_vertex(int gpu, VertexId vertex);
 
   [[nodiscard]] const std::string& name() const { return shape_.name; }

@@ -15,12 +15,23 @@ struct HostLink {
   Seconds latency;
 };
 
+// NCCL's Simple protocol delivers about 80% of the line rate as bus bandwidth
+// (an NCCL maintainer, NVIDIA/nccl-tests issue #212); a file may state its own.
+constexpr double kDefaultBusEfficiency = 0.8;
+
+double bus_efficiency(core::JsonReader& r) {
+  double e = r.number_or("bus_efficiency", kDefaultBusEfficiency);
+  if (!(e > 0 && e <= 1)) r.fail("bus_efficiency", fmt::format("expected a fraction in (0, 1], got {}", e));
+  return e;
+}
+
 // One NVSwitch (or PCIe switch) per node, each GPU on its own port.
 void build_nodes(Cluster& cluster, core::JsonReader& intra) {
   std::string kind = intra.choice("kind", {"nvswitch", "pcie"});
   const bool nvswitch = kind == "nvswitch";
   BytesPerSecond bandwidth = intra.bandwidth("bandwidth");
   Seconds latency = intra.duration("latency");
+  const double efficiency = bus_efficiency(intra);
   intra.finish();
   for (int node = 0; node < cluster.nodes(); ++node) {
     VertexId hub = cluster.add_vertex({nvswitch ? VertexKind::kSwitch : VertexKind::kHost, node,
@@ -29,7 +40,7 @@ void build_nodes(Cluster& cluster, core::JsonReader& intra) {
       int gpu = node * cluster.gpus_per_node() + local;
       VertexId v = cluster.add_vertex({VertexKind::kGpu, node, fmt::format("node{}.gpu{}", node, local)});
       cluster.set_gpu_vertex(gpu, v);
-      cluster.add_link(v, hub, nvswitch ? LinkKind::kNvLink : LinkKind::kPcie, bandwidth, latency);
+      cluster.add_link(v, hub, nvswitch ? LinkKind::kNvLink : LinkKind::kPcie, bandwidth, latency, efficiency);
     }
   }
 }
@@ -46,6 +57,7 @@ void build_fat_tree(Cluster& cluster, core::JsonReader& inter, const HostLink& p
   const double oversubscription = inter.number_or("oversubscription", 1.0);
   if (oversubscription < 1.0) inter.fail("oversubscription", fmt::format("expected a ratio >= 1, got {}", oversubscription));
   const int nodes_per_leaf = static_cast<int>(inter.count_or("nodes_per_leaf", cluster.nodes()));
+  const double efficiency = bus_efficiency(inter);
   inter.finish();
   if (cluster.gpus_per_node() % nics != 0 && nics % cluster.gpus_per_node() != 0) {
     inter.fail("nics_per_node", fmt::format("expected a divisor or multiple of {} GPUs per node, got {}",
@@ -57,19 +69,19 @@ void build_fat_tree(Cluster& cluster, core::JsonReader& inter, const HostLink& p
   if (leaves > 1) {
     VertexId spine = cluster.add_vertex({VertexKind::kSwitch, -1, "spine"});
     BytesPerSecond uplink = nic_bandwidth * (static_cast<double>(nodes_per_leaf * nics) / oversubscription);
-    for (VertexId l : leaf) cluster.add_link(l, spine, LinkKind::kNetwork, uplink, latency);
+    for (VertexId l : leaf) cluster.add_link(l, spine, LinkKind::kNetwork, uplink, latency, efficiency);
   }
   for (int node = 0; node < cluster.nodes(); ++node) {
     std::vector<VertexId> nic(static_cast<std::size_t>(nics));
     for (int i = 0; i < nics; ++i) {
       nic[static_cast<std::size_t>(i)] = cluster.add_vertex({VertexKind::kNic, node, fmt::format("node{}.nic{}", node, i)});
       cluster.add_link(nic[static_cast<std::size_t>(i)], leaf[static_cast<std::size_t>(node / nodes_per_leaf)],
-                       LinkKind::kNetwork, nic_bandwidth, latency);
+                       LinkKind::kNetwork, nic_bandwidth, latency, efficiency);
     }
     const auto& gpus = gpus_by_node[static_cast<std::size_t>(node)];
     for (std::size_t local = 0; local < gpus.size(); ++local) {
       std::size_t n = local * static_cast<std::size_t>(nics) / gpus.size();
-      cluster.add_link(gpus[local], nic[n], LinkKind::kPcie, pcie.bandwidth, pcie.latency);
+      cluster.add_link(gpus[local], nic[n], LinkKind::kPcie, pcie.bandwidth, pcie.latency, efficiency);
     }
   }
 }

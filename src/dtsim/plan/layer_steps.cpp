@@ -1,0 +1,110 @@
+#include "dtsim/plan/layer_steps.hpp"
+
+#include <algorithm>
+
+namespace dtsim::plan {
+
+using core::Bytes;
+using core::Flops;
+
+LayerSteps::LayerSteps(const model::Graph& graph, const ResolvedStrategy& strategy, std::vector<Kernel>& kernels)
+    : graph_(graph), r_(strategy), kernels_(kernels), act_bytes_(hw::activation_bytes(strategy.s.dtype)) {
+  cache_.resize(2 * graph.layers.size());
+  recompute_count_.assign(graph.layers.size(), 0);
+}
+
+hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
+  const double mbs = r_.s.mbs;
+  const bool sharded = op.split == model::TensorSplit::kSharded;
+  const double split = sharded || r_.s.sp ? r_.s.tp : 1;
+  hw::OpWork w;
+  w.kind = op.kind;
+  w.flops = (backward ? op.backward_flops : op.forward_flops) * (mbs / split);
+  w.bytes_moved = Bytes((backward ? op.backward_elements_moved : op.forward_elements_moved) * act_bytes_ * mbs / split);
+  if (op.kind == model::OpKind::kAttention && r_.s.flash_attention) {
+    // FlashAttention reads Q, K, V and writes O once; its backward recomputes
+    // the scores: 5 GEMMs against the forward's 2, i.e. 2.5x the forward.
+    w.fused = true;
+    const double qkvo = 4.0 * static_cast<double>(op.gemm.m * op.gemm.k * op.gemm.batch / 2);
+    w.bytes_moved = Bytes(qkvo * act_bytes_ * mbs / split * (backward ? 2 : 1));
+    if (backward) w.flops = op.forward_flops * (2.5 * mbs / split);
+  }
+  w.gemm = op.gemm;
+  w.gemm.m *= r_.s.mbs;
+  w.gemm.n = std::max<std::int64_t>(1, w.gemm.n / static_cast<std::int64_t>(sharded ? r_.s.tp : 1));
+  return w;
+}
+
+void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool backward, bool recomputed) {
+  const Bytes tp_bytes(static_cast<double>(graph_.transformer ? graph_.seq_len * graph_.transformer->hidden : 0) *
+                       act_bytes_ * r_.s.mbs);
+  const bool tp = r_.s.tp > 1, sp = r_.s.sp;
+  Kernel current{layer.name + (recomputed ? ".recompute" : backward ? ".bwd" : ".fwd"), {}, Flops(0), Flops(0)};
+  auto flush = [&] {
+    if (current.ops.empty()) return;
+    kernels_.push_back(current);
+    out.push_back({false, CommOp::kAllReduce, static_cast<int>(kernels_.size() - 1), Bytes(0)});
+    current.ops.clear();
+    current.model_flops = current.hardware_flops = Flops(0);
+  };
+  auto collective = [&](CommOp op) {
+    flush();
+    out.push_back({true, op, -1, tp_bytes});
+  };
+  auto add = [&](const model::Op& op, bool op_backward) {
+    hw::OpWork w = work(op, op_backward);
+    current.ops.push_back(w);
+    current.hardware_flops += w.flops;
+    // Model FLOPs count the algorithm's work once: never a recomputed forward,
+    // nor the scores FlashAttention's backward recomputes.
+    if (!recomputed) {
+      current.model_flops += (op_backward ? op.backward_flops : op.forward_flops) *
+                             (static_cast<double>(r_.s.mbs) / (op.split == model::TensorSplit::kSharded ? r_.s.tp : 1));
+    }
+  };
+  const bool selective = r_.s.recompute == Recompute::kSelective && !r_.s.flash_attention;
+  if (!backward) {
+    for (const model::Op& op : layer.ops) {
+      if (tp && sp && op.tp_gather_before) collective(CommOp::kAllGather);
+      add(op, false);
+      if (tp && op.tp_reduce_after) collective(sp ? CommOp::kReduceScatter : CommOp::kAllReduce);
+    }
+  } else {
+    for (auto it = layer.ops.rbegin(); it != layer.ops.rend(); ++it) {
+      if (tp && sp && it->tp_reduce_after) collective(CommOp::kAllGather);
+      if (selective && it->kind == model::OpKind::kAttention) {
+        // Selective recomputation reruns the attention core's forward first.
+        hw::OpWork again = work(*it, false);
+        current.ops.push_back(again);
+        current.hardware_flops += again.flops;
+      }
+      add(*it, true);
+      if (tp && it->tp_gather_before) collective(sp ? CommOp::kReduceScatter : CommOp::kAllReduce);
+    }
+  }
+  flush();
+}
+
+const std::vector<Step>& LayerSteps::build(int layer, Pass pass) {
+  const std::size_t slot = 2 * static_cast<std::size_t>(layer) + (pass == Pass::kBackward ? 1 : 0);
+  std::vector<Step>& out = cache_[slot];
+  if (!out.empty()) return out;
+  const model::Layer& l = graph_.layers[static_cast<std::size_t>(layer)];
+  if (pass == Pass::kForward) {
+    append(out, l, false, false);
+    return out;
+  }
+  if (r_.s.recompute == Recompute::kFull) {
+    append(out, l, false, true);
+    recompute_count_[static_cast<std::size_t>(layer)] = out.size();
+  }
+  append(out, l, true, false);
+  return out;
+}
+
+std::size_t LayerSteps::recompute_steps(int layer) {
+  backward(layer);
+  return recompute_count_[static_cast<std::size_t>(layer)];
+}
+
+}  // namespace dtsim::plan

@@ -1,0 +1,49 @@
+#pragma once
+/// One layer's pass on one rank as compute segments separated by the
+/// tensor-parallel collectives Megatron-LM issues: all-reduce after each
+/// row-parallel op in the forward and after each column-parallel op in the
+/// backward; with sequence parallelism, all-gather before column-parallel and
+/// reduce-scatter after row-parallel ops instead (and the reverse in the
+/// backward). Built once per layer and pass, shared by every micro-batch.
+#include <vector>
+
+#include "dtsim/model/graph.hpp"
+#include "dtsim/plan/strategy.hpp"
+#include "dtsim/plan/task_graph.hpp"
+
+namespace dtsim::plan {
+
+struct Step {
+  bool is_comm = false;
+  CommOp op = CommOp::kAllReduce;
+  int kernel = -1;
+  core::Bytes bytes;  ///< collective buffer (full tensor)
+};
+
+class LayerSteps {
+ public:
+  /// New kernels are appended to `kernels`.
+  LayerSteps(const model::Graph& graph, const ResolvedStrategy& strategy, std::vector<Kernel>& kernels);
+
+  const std::vector<Step>& forward(int layer) { return build(layer, Pass::kForward); }
+  /// With full recomputation, the layer's forward again (hardware FLOPs only) and then its backward.
+  const std::vector<Step>& backward(int layer) { return build(layer, Pass::kBackward); }
+  /// How many leading steps of backward() are the recomputed forward.
+  std::size_t recompute_steps(int layer);
+
+  hw::OpWork work(const model::Op& op, bool backward) const;
+
+ private:
+  enum class Pass { kForward, kBackward };
+  const std::vector<Step>& build(int layer, Pass pass);
+  void append(std::vector<Step>& out, const model::Layer& layer, bool backward, bool recomputed);
+
+  const model::Graph& graph_;
+  const ResolvedStrategy& r_;
+  std::vector<Kernel>& kernels_;
+  double act_bytes_;
+  std::vector<std::vector<Step>> cache_;
+  std::vector<std::size_t> recompute_count_;
+};
+
+}  // namespace dtsim::plan

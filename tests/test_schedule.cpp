@@ -1,0 +1,91 @@
+// Pipeline schedules against their closed forms, on a model whose stages are
+// identical and whose transfers cost nothing (a layer graph of norm ops: no
+// parameters, no activation transfer size), so the only idle time is the bubble.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "dtsim/driver/simulation.hpp"
+#include "dtsim/plan/schedule.hpp"
+
+using namespace dtsim;
+
+namespace {
+
+std::string uniform_model(int layers) {
+  nlohmann::json doc{{"name", "uniform"}, {"kind", "graph"}, {"layers", nlohmann::json::array()}};
+  for (int i = 0; i < layers; ++i) {
+    doc["layers"].push_back({{"name", "layer" + std::to_string(i)},
+                             {"ops", {{{"name", "norm"}, {"type", "norm"}, {"channels", 1024}, {"input_size", 32}}}}});
+  }
+  auto path = std::filesystem::temp_directory_path() / ("dtsim_uniform_" + std::to_string(layers) + ".json");
+  std::ofstream(path) << doc.dump();
+  return path.string();
+}
+
+driver::Simulation run(const std::string& strategy) {
+  return driver::simulate({uniform_model(16), "dgx-h100", strategy, std::nullopt, std::nullopt, std::nullopt, false});
+}
+
+// The bubble's share of the pipelined part of the step: the optimizer step
+// that follows it is not part of any schedule's closed form.
+double bubble_fraction(const driver::Simulation& s) {
+  double optimizer_s = 0;
+  for (std::size_t id = 0; id < s.tasks.tasks.size(); ++id) {
+    const plan::Task& t = s.tasks.tasks[id];
+    if (t.rank == s.report.breakdown.rank && t.phase == plan::Phase::kOptimizer) {
+      optimizer_s += core::to_seconds(s.timeline.spans[id].end - s.timeline.spans[id].start).value();
+    }
+  }
+  return s.report.breakdown.bubble.value() / (s.report.step_time.value() - optimizer_s);
+}
+
+}  // namespace
+
+TEST(Schedule, OneFOneBBubbleIsPMinusOneOverMPlusPMinusOne) {
+  for (int m : {4, 8, 16}) {
+    driver::Simulation s = run("gpus=4,pp=4,gbs=" + std::to_string(m));
+    const double p = 4;
+    EXPECT_NEAR(bubble_fraction(s), (p - 1) / (m + p - 1), 1e-4) << "m=" << m;
+  }
+}
+
+TEST(Schedule, GpipeHasTheSameBubbleAsOneFOneB) {
+  driver::Simulation s = run("gpus=4,pp=4,gbs=8,schedule=gpipe");
+  EXPECT_NEAR(bubble_fraction(s), 3.0 / 11.0, 1e-4);
+}
+
+TEST(Schedule, InterleavedBubbleShrinksByTheVirtualStages) {
+  for (int v : {2, 4}) {
+    driver::Simulation s = run("gpus=4,pp=4,gbs=8,vpp=" + std::to_string(v));
+    const double p = 4, m = 8;
+    EXPECT_NEAR(bubble_fraction(s), (p - 1) / (v * m + p - 1), 1e-4) << "v=" << v;
+  }
+}
+
+// 1F1B: stage i holds the activations of p - i micro-batches at its peak; GPipe holds all m.
+TEST(Schedule, InFlightMicroBatchesPerStage) {
+  driver::Simulation one = run("gpus=4,pp=4,gbs=8");
+  driver::Simulation gpipe = run("gpus=4,pp=4,gbs=8,schedule=gpipe");
+  const double per_micro_batch = gpipe.report.per_stage[0].activations.value() / 8;
+  ASSERT_GT(per_micro_batch, 0);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_DOUBLE_EQ(one.report.per_stage[static_cast<std::size_t>(i)].activations.value(), (4 - i) * per_micro_batch);
+    EXPECT_DOUBLE_EQ(gpipe.report.per_stage[static_cast<std::size_t>(i)].activations.value(), 8 * per_micro_batch);
+  }
+}
+
+TEST(Schedule, EveryPassRunsOnceInEachSchedule) {
+  for (auto schedule : {plan::Schedule::kGpipe, plan::Schedule::kOneFOneB, plan::Schedule::kInterleaved}) {
+    const int chunks = schedule == plan::Schedule::kInterleaved ? 2 : 1;
+    for (int stage = 0; stage < 4; ++stage) {
+      auto order = plan::stage_order(schedule, stage, 4, 8, chunks);
+      EXPECT_EQ(order.size(), 2u * 8 * chunks);
+      std::set<std::tuple<int, int, bool>> seen;
+      for (const auto& p : order) seen.insert({p.micro_batch, p.chunk, p.backward});
+      EXPECT_EQ(seen.size(), order.size());
+    }
+  }
+}
