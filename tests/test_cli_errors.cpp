@@ -62,3 +62,25 @@ TEST(Cli, ListShowsModelsClustersDevicesAndPresets) {
 }
 
 }  // namespace
+
+namespace {
+
+double step_time(const std::string& args) {
+  CliResult r = run_dtsim("simulate --model gpt3-1.3b --cluster dgx-h100 --strategy ddp,gbs=8 --json " + args);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  auto key = r.out.find("\"step_time_s\": ");
+  return std::stod(r.out.substr(key + 15));
+}
+
+TEST(CliProfile, AProfileReplacesTheDefaultEfficiencies) {
+  const double defaults = step_time("");
+  const double slower = step_time("--profile " + kInputs + "h100_profile.json");
+  EXPECT_GT(slower, 1.5 * defaults);  // GEMMs and attention at half the efficiency dominate the step
+}
+
+TEST(CliProfile, AProfileOfAnotherDeviceIsRejected) {
+  expect_one_line("simulate --cluster dgx-a100 --profile " + kInputs + "h100_profile.json",
+                  kInputs + "h100_profile.json: /device: expected a profile of the cluster's A100-SXM-80GB, got \"H100-SXM\"");
+}
+
+}  // namespace
