@@ -39,7 +39,7 @@ TEST(CliErrors, MissingField) {
 
 TEST(CliErrors, DpNotDividingTheGpus) {
   expect_one_line("simulate --strategy gpus=8,dp=3",
-                  "--strategy: /dp: expected a divisor of the 8 GPUs that leaves tp*pp = 1, got 3");
+                  "--strategy: /dp: expected a divisor of the 8 GPUs that leaves tp*cp*ep*pp = 1, got 3");
 }
 
 TEST(CliErrors, BatchNotDivisible) {

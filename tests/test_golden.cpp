@@ -87,7 +87,7 @@ TEST(Trace, ChromeTraceHasOneProcessPerRankAndOneThreadPerStream) {
     }
   }
   EXPECT_EQ(processes.size(), 8u);
-  EXPECT_EQ(threads.size(), 4u);
+  EXPECT_EQ(threads.size(), static_cast<std::size_t>(6));  // compute, tp, cp, ep, dp, pp streams
   EXPECT_GT(spans, 8u * 24u);
   std::filesystem::remove(path);
 }

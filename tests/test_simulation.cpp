@@ -91,3 +91,34 @@ TEST(Simulation, FullRecomputationCostsAForwardAndSavesMemory) {
   EXPECT_LT(full.report.hardware_flops_per_step / none.report.hardware_flops_per_step, 1.34);
   EXPECT_LT(full.report.peak_bytes, none.report.peak_bytes);
 }
+
+TEST(Simulation, ContextParallelismSplitsActivationsAndOverlapsTheKvRing) {
+  auto llama = [](const std::string& s) {
+    return driver::simulate({"llama3-8b", "dgx-h100", s, std::nullopt, std::nullopt, std::nullopt, false});
+  };
+  driver::Simulation one = llama("gpus=2,tp=2,gbs=1,recompute=selective");
+  driver::Simulation two = llama("gpus=4,tp=2,cp=2,gbs=1,recompute=selective");
+  // Each cp rank keeps the activations of half the tokens.
+  EXPECT_NEAR(two.report.per_stage[0].activations / one.report.per_stage[0].activations, 0.5, 0.02);
+  // The KV exchange hides behind attention blocks: far less exposed than it takes.
+  core::Seconds ring;
+  for (std::size_t id = 0; id < two.tasks.tasks.size(); ++id) {
+    const plan::Task& t = two.tasks.tasks[id];
+    if (t.stream == plan::Stream::kCpComm) ring += core::to_seconds(two.timeline.spans[id].end - two.timeline.spans[id].start);
+  }
+  EXPECT_GT(ring.value(), 0);
+  EXPECT_LT(two.report.breakdown.exposed_comm.cp.value(), 0.5 * ring.value());
+  EXPECT_DOUBLE_EQ(two.report.model_flops_per_step.value(), one.report.model_flops_per_step.value());
+}
+
+TEST(Simulation, ExpertParallelismShardsExpertsAndAddsAllToAll) {
+  auto mixtral = [](const std::string& s, bool full = false) {
+    return driver::simulate({"mixtral-8x7b", "dgx-h100", s, 2, std::nullopt, std::nullopt, full});
+  };
+  driver::Simulation dense = mixtral("tp=2,pp=4,gbs=4,zero=1,recompute=full");
+  driver::Simulation ep = mixtral("tp=2,pp=4,ep=2,gbs=4,zero=1,recompute=full");
+  EXPECT_LT(ep.report.per_stage[0].params, dense.report.per_stage[0].params * 0.6);
+  EXPECT_GT(ep.report.breakdown.exposed_comm.ep.value(), 0);
+  driver::Simulation full = mixtral("tp=2,pp=4,ep=2,gbs=4,zero=1,recompute=full", true);
+  EXPECT_EQ(full.timeline.makespan, ep.timeline.makespan);
+}

@@ -18,6 +18,7 @@ std::string_view to_string(CollectiveOp op) {
     case CollectiveOp::kBroadcast: return "broadcast";
     case CollectiveOp::kAllToAll: return "all_to_all";
     case CollectiveOp::kSendRecv: return "send_recv";
+    case CollectiveOp::kRingExchange: return "ring_exchange";
   }
   return "?";
 }
@@ -66,7 +67,8 @@ CollectiveCost Network::flat_ring(CollectiveOp op, const std::vector<std::vector
   switch (op) {
     case CollectiveOp::kAllReduce: per_rank = bytes * (2 * share); steps = 2 * (nd - 1); break;
     case CollectiveOp::kBroadcast: per_rank = bytes; break;  // pipelined chunks along the ring
-    case CollectiveOp::kSendRecv: per_rank = bytes; steps = 1; break;
+    case CollectiveOp::kSendRecv:
+    case CollectiveOp::kRingExchange: per_rank = bytes; steps = 1; break;
     default: break;
   }
   return {per_rank / bandwidth + step.latency * steps, step.per_flow_bandwidth, false};
@@ -76,6 +78,9 @@ CollectiveCost Network::cost(CollectiveOp op, std::span<const int> gpus, Bytes b
   if (gpus.size() <= 1 || bytes.value() <= 0) return {Seconds(0), BytesPerSecond(0), false};
   if (op == CollectiveOp::kSendRecv) {
     return flat_ring(op, {{gpus[0], gpus[1]}}, bytes);
+  }
+  if (op == CollectiveOp::kRingExchange) {
+    return flat_ring(op, {std::vector<int>(gpus.begin(), gpus.end())}, bytes);
   }
   if (op == CollectiveOp::kAllToAll) {
     // Pairwise exchange: in step i every rank sends its 1/n share to rank (r + i) mod n.

@@ -19,7 +19,7 @@
 
 namespace dtsim::net {
 
-enum class CollectiveOp { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kAllToAll, kSendRecv };
+enum class CollectiveOp { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kAllToAll, kSendRecv, kRingExchange };
 std::string_view to_string(CollectiveOp op);
 
 struct NetworkOptions {

@@ -16,7 +16,9 @@ LayerSteps::LayerSteps(const model::Graph& graph, const ResolvedStrategy& strate
 hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
   const double mbs = r_.s.mbs;
   const bool sharded = op.split == model::TensorSplit::kSharded;
-  const double split = sharded || r_.s.sp ? r_.s.tp : 1;
+  // Context parallelism gives each rank seq_len/cp tokens, and its queries attend
+  // to all keys, so every op's work divides by cp.
+  const double split = (sharded || r_.s.sp ? r_.s.tp : 1) * r_.s.cp;
   hw::OpWork w;
   w.kind = op.kind;
   w.flops = (backward ? op.backward_flops : op.forward_flops) * (mbs / split);
@@ -35,22 +37,49 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
   return w;
 }
 
+// Activation bytes of this rank's tokens at the given width per token.
+Bytes LayerSteps::tokens_bytes(double width) const {
+  return Bytes(static_cast<double>(graph_.seq_len) / r_.s.cp * width * act_bytes_ * r_.s.mbs);
+}
+
 void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool backward, bool recomputed) {
-  const Bytes tp_bytes(static_cast<double>(graph_.transformer ? graph_.seq_len * graph_.transformer->hidden : 0) *
-                       act_bytes_ * r_.s.mbs);
-  const bool tp = r_.s.tp > 1, sp = r_.s.sp;
+  const double hidden = graph_.transformer ? static_cast<double>(graph_.transformer->hidden) : 0;
+  const Bytes tp_bytes = tokens_bytes(hidden);
+  const bool tp = r_.s.tp > 1, sp = r_.s.sp, cp = r_.s.cp > 1, ep = r_.s.ep > 1;
   Kernel current{layer.name + (recomputed ? ".recompute" : backward ? ".bwd" : ".fwd"), {}, Flops(0), Flops(0)};
   auto flush = [&] {
     if (current.ops.empty()) return;
     kernels_.push_back(current);
-    out.push_back({false, CommOp::kAllReduce, static_cast<int>(kernels_.size() - 1), Bytes(0)});
+    out.push_back({false, CommOp::kAllReduce, GroupKind::kTp, false, static_cast<int>(kernels_.size() - 1), Bytes(0)});
     current.ops.clear();
     current.model_flops = current.hardware_flops = Flops(0);
   };
-  auto collective = [&](CommOp op) {
+  auto collective = [&](CommOp op, GroupKind group = GroupKind::kTp, Bytes bytes = Bytes(-1), bool overlapped = false) {
     flush();
-    out.push_back({true, op, -1, tp_bytes});
+    out.push_back({true, op, group, overlapped, -1, bytes.value() < 0 ? tp_bytes : bytes});
   };
+  // Ring attention: cp blocks of 1/cp of this rank's attention each; before
+  // block i < cp-1 starts, the K/V block it holds moves on to the next rank
+  // (in the backward, with its gradient: twice the bytes).
+  auto ring_attention = [&](const model::Op& op, bool op_backward) {
+    const auto& t = *graph_.transformer;
+    const double kv_width = 2.0 * static_cast<double>(t.kv_heads * (t.hidden / t.heads)) / r_.s.tp;
+    const Bytes kv = tokens_bytes(kv_width) * (op_backward ? 2.0 : 1.0);
+    hw::OpWork block = work(op, op_backward);
+    block.flops = block.flops / r_.s.cp;
+    block.bytes_moved = block.bytes_moved / r_.s.cp;
+    const Flops model_block = (op_backward ? op.backward_flops : op.forward_flops) *
+                              (static_cast<double>(r_.s.mbs) / (r_.s.tp * r_.s.cp * r_.s.cp));
+    for (int i = 0; i < r_.s.cp; ++i) {
+      if (i + 1 < r_.s.cp) collective(CommOp::kRingExchange, GroupKind::kCp, kv, true);
+      flush();
+      current.ops.push_back(block);
+      current.hardware_flops += block.flops;
+      if (!recomputed) current.model_flops += model_block;
+    }
+    flush();
+  };
+  const Bytes routed = tokens_bytes(hidden * (graph_.transformer ? static_cast<double>(graph_.transformer->top_k) : 0));
   auto add = [&](const model::Op& op, bool op_backward) {
     hw::OpWork w = work(op, op_backward);
     current.ops.push_back(w);
@@ -59,19 +88,28 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
     // nor the scores FlashAttention's backward recomputes.
     if (!recomputed) {
       current.model_flops += (op_backward ? op.backward_flops : op.forward_flops) *
-                             (static_cast<double>(r_.s.mbs) / (op.split == model::TensorSplit::kSharded ? r_.s.tp : 1));
+                             (static_cast<double>(r_.s.mbs) /
+                              ((op.split == model::TensorSplit::kSharded ? r_.s.tp : 1) * r_.s.cp));
     }
   };
   const bool selective = r_.s.recompute == Recompute::kSelective && !r_.s.flash_attention;
   if (!backward) {
     for (const model::Op& op : layer.ops) {
       if (tp && sp && op.tp_gather_before) collective(CommOp::kAllGather);
-      add(op, false);
+      if (ep && op.expert && op.tp_gather_before) collective(CommOp::kAllToAll, GroupKind::kEp, routed);  // dispatch
+      if (cp && op.kind == model::OpKind::kAttention) ring_attention(op, false);
+      else add(op, false);
+      if (ep && op.expert && op.tp_reduce_after) collective(CommOp::kAllToAll, GroupKind::kEp, routed);  // combine
       if (tp && op.tp_reduce_after) collective(sp ? CommOp::kReduceScatter : CommOp::kAllReduce);
     }
   } else {
     for (auto it = layer.ops.rbegin(); it != layer.ops.rend(); ++it) {
       if (tp && sp && it->tp_reduce_after) collective(CommOp::kAllGather);
+      if (ep && it->expert && it->tp_reduce_after) collective(CommOp::kAllToAll, GroupKind::kEp, routed);
+      if (cp && it->kind == model::OpKind::kAttention) {
+        ring_attention(*it, true);
+        continue;
+      }
       if (selective && it->kind == model::OpKind::kAttention) {
         // Selective recomputation reruns the attention core's forward first.
         hw::OpWork again = work(*it, false);
@@ -79,6 +117,7 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
         current.hardware_flops += again.flops;
       }
       add(*it, true);
+      if (ep && it->expert && it->tp_gather_before) collective(CommOp::kAllToAll, GroupKind::kEp, routed);
       if (tp && it->tp_gather_before) collective(sp ? CommOp::kReduceScatter : CommOp::kAllReduce);
     }
   }

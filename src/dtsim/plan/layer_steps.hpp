@@ -4,7 +4,10 @@
 /// row-parallel op in the forward and after each column-parallel op in the
 /// backward; with sequence parallelism, all-gather before column-parallel and
 /// reduce-scatter after row-parallel ops instead (and the reverse in the
-/// backward). Built once per layer and pass, shared by every micro-batch.
+/// backward). Context parallelism splits attention into cp blocks with a
+/// ring exchange of K and V overlapped with each block; expert parallelism
+/// wraps the experts in an all-to-all dispatch and combine. Built once per
+/// layer and pass, shared by every micro-batch.
 #include <vector>
 
 #include "dtsim/model/graph.hpp"
@@ -16,6 +19,10 @@ namespace dtsim::plan {
 struct Step {
   bool is_comm = false;
   CommOp op = CommOp::kAllReduce;
+  GroupKind group = GroupKind::kTp;  ///< tp, cp or ep
+  /// Runs alongside the next compute step; the one after that waits for it
+  /// (ring attention passes the next KV block while this one is computed).
+  bool overlapped = false;
   int kernel = -1;
   core::Bytes bytes;  ///< collective buffer (full tensor)
 };
@@ -37,6 +44,7 @@ class LayerSteps {
   enum class Pass { kForward, kBackward };
   const std::vector<Step>& build(int layer, Pass pass);
   void append(std::vector<Step>& out, const model::Layer& layer, bool backward, bool recomputed);
+  core::Bytes tokens_bytes(double width) const;
 
   const model::Graph& graph_;
   const ResolvedStrategy& r_;

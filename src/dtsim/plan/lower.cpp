@@ -1,11 +1,13 @@
 #include "dtsim/plan/lower.hpp"
 
+#include <array>
 #include <map>
 #include <optional>
 #include <tuple>
 
 #include "dtsim/plan/layer_steps.hpp"
 #include "dtsim/plan/memory.hpp"
+#include "dtsim/plan/rank_layout.hpp"
 
 namespace dtsim::plan {
 namespace {
@@ -17,33 +19,49 @@ using TaskRef = std::optional<std::uint32_t>;
 class Lowering {
  public:
   Lowering(const model::Graph& graph, const ResolvedStrategy& r, const LowerOptions& options)
-      : graph_(graph), r_(r), virtual_stages_(r.s.pp * r.s.vpp), chunks_(stage_layers(graph, virtual_stages_)),
+      : graph_(graph), r_(r), layout_(r.s), virtual_stages_(r.s.pp * r.s.vpp), chunks_(stage_layers(graph, virtual_stages_)),
         steps_(graph, r, tg_.kernels) {
     tg_.world = r.world;
     tg_.dtype = r.s.dtype;
     tg_.gpu_of_rank = topo::Placement::node_major(r.world).gpu_of_rank;
+    const int all = RankLayout::kT | RankLayout::kC | RankLayout::kE | RankLayout::kD;
     for (int p = 0; p < r.s.pp; ++p) {
-      for (int d = 0; d < (options.full ? r.s.dp : 1); ++d) {
-        for (int t = 0; t < (options.full ? r.s.tp : 1); ++t) ranks_.emplace_back(t, d, p);
+      Coord first{0, 0, 0, 0, p};
+      if (!options.full) {
+        ranks_.push_back(first);
+        continue;
       }
+      for (int rank : layout_.group(first, all)) ranks_.push_back(coord_of(rank));
     }
   }
 
   TaskGraph run() {
-    for (auto [t, d, p] : ranks_) lower_rank(t, d, p);
+    for (const Coord& x : ranks_) lower_rank(x);
     return std::move(tg_);
   }
 
  private:
   struct RankState {
-    int rank = 0, t = 0, d = 0, p = 0;
-    int tp_group = -1, dp_group = -1;
-    std::int64_t tp_calls = 0, dp_calls = 0;
+    int rank = 0;
+    Coord x;
+    int tp_group = -1, cp_group = -1, ep_group = -1, dp_group = -1, expert_dp_group = -1;
+    std::int64_t tp_calls = 0, cp_calls = 0, ep_calls = 0, dp_calls = 0;
     TaskRef last_compute;
     std::vector<std::uint32_t> grad_comms;
   };
 
-  int rank_of(int t, int d, int p) const { return t + r_.s.tp * (d + r_.s.dp * p); }
+  Coord coord_of(int rank) const {
+    Coord x;
+    x.t = rank % r_.s.tp;
+    rank /= r_.s.tp;
+    x.c = rank % r_.s.cp;
+    rank /= r_.s.cp;
+    x.e = rank % r_.s.ep;
+    rank /= r_.s.ep;
+    x.d = rank % r_.s.dp;
+    x.p = rank / r_.s.dp;
+    return x;
+  }
   // Virtual stage of chunk c on stage p (Megatron: chunk c holds model chunk c*pp + p).
   int virtual_stage(int p, int chunk) const { return chunk * r_.s.pp + p; }
   const std::vector<int>& layers_of(int p, int chunk) const {
@@ -57,20 +75,12 @@ class Lowering {
     tg_.groups.push_back({kind, std::move(ranks)});
     return group_ids_[key] = static_cast<int>(tg_.groups.size() - 1);
   }
-  int tp_group(int d, int p) {
-    std::vector<int> ranks;
-    for (int t = 0; t < r_.s.tp; ++t) ranks.push_back(rank_of(t, d, p));
-    return group(GroupKind::kTp, std::move(ranks));
-  }
-  int dp_group(int t, int p) {
-    std::vector<int> ranks;
-    for (int d = 0; d < r_.s.dp; ++d) ranks.push_back(rank_of(t, d, p));
-    return group(GroupKind::kDp, std::move(ranks));
-  }
   // The link from virtual stage v to v + 1, between the ranks that hold them.
   int pp_link(const RankState& s, int v) {
-    const int from = v % r_.s.pp, to = (v + 1) % r_.s.pp;
-    return group(GroupKind::kPp, {rank_of(s.t, s.d, from), rank_of(s.t, s.d, to)});
+    Coord from = s.x, to = s.x;
+    from.p = v % r_.s.pp;
+    to.p = (v + 1) % r_.s.pp;
+    return group(GroupKind::kPp, {layout_.rank(from), layout_.rank(to)});
   }
   std::int64_t p2p_tag(int micro_batch, int v, bool backward) const {
     return (static_cast<std::int64_t>(micro_batch) * virtual_stages_ + v) * 2 + (backward ? 1 : 0);
@@ -108,10 +118,14 @@ class Lowering {
     return add_task(task, deps);
   }
 
-  bool sharded_params() const { return r_.s.zero >= 3 && r_.s.dp > 1; }
-  Bytes grad_bytes(int layer) const {
+  bool sharded_params() const { return r_.s.zero >= 3 && replicas() > 1; }
+  int replicas() const { return r_.s.dp * r_.s.cp * r_.s.ep; }
+  // Gradient bytes of a layer's dense weights, or of its experts.
+  Bytes grad_bytes(int layer, bool experts = false) const {
     double params = 0;
-    for (const model::Op& op : graph_.layers[static_cast<std::size_t>(layer)].ops) params += params_on_rank(op, r_.s.tp);
+    for (const model::Op& op : graph_.layers[static_cast<std::size_t>(layer)].ops) {
+      if (op.expert == experts) params += params_on_rank(op, r_.s);
+    }
     return Bytes(params * bytes_per_param(r_.s.dtype).grads);
   }
   Bytes weight_bytes(int layer) const {
@@ -120,7 +134,8 @@ class Lowering {
   Bytes boundary_bytes() const {
     const double hidden = graph_.transformer ? static_cast<double>(graph_.transformer->hidden) : 0;
     // Megatron sends 1/tp of the activation and all-gathers it over NVLink (scatter-gather optimisation).
-    return Bytes(static_cast<double>(graph_.seq_len) * hidden * hw::activation_bytes(r_.s.dtype) * r_.s.mbs / r_.s.tp);
+    return Bytes(static_cast<double>(graph_.seq_len) * hidden * hw::activation_bytes(r_.s.dtype) * r_.s.mbs /
+                 (r_.s.tp * r_.s.cp));
   }
 
   // ZeRO-3 / FSDP: gather a layer's weights before it runs, in both passes.
@@ -142,6 +157,7 @@ class Lowering {
     const Bytes saved = saved_activation_bytes(graph_.layers[static_cast<std::size_t>(layer)], r_);
     const Bytes kept = full && graph_.transformer ? layer_input_bytes(graph_.seq_len, graph_.transformer->hidden, r_) : saved;
     TaskRef pending = first_dep;
+    TaskRef overlapped;  // a transfer running alongside the current compute step, awaited by the next one
     bool first_compute = true;
     std::size_t last_compute_index = steps.size();
     for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -151,7 +167,9 @@ class Lowering {
       const Step& step = steps[i];
       const Phase phase = backward ? Phase::kBackward : Phase::kForward;
       if (step.is_comm) {
-        pending = comm(s, Stream::kTpComm, step.op, s.tp_group, s.tp_calls++, step.bytes, phase, mb, layer, {s.last_compute});
+        auto [stream, group_id, calls] = channel(s, step.group);
+        std::uint32_t id = comm(s, stream, step.op, group_id, (*calls)++, step.bytes, phase, mb, layer, {s.last_compute});
+        (step.overlapped ? overlapped : pending) = id;
         continue;
       }
       Task task;
@@ -164,20 +182,34 @@ class Lowering {
       if (first_compute) task.alloc_at_start = backward ? (full ? saved : Bytes(0)) : kept;
       if (backward && i == last_compute_index) task.free_at_end = full ? saved + kept : saved;
       s.last_compute = add_task(task, {pending, gathered});
-      pending.reset();
+      pending = overlapped;
+      overlapped.reset();
       gathered.reset();
       first_compute = false;
     }
   }
 
+  struct Channel {
+    Stream stream;
+    int group;
+    std::int64_t* calls;
+  };
+  Channel channel(RankState& s, GroupKind kind) {
+    switch (kind) {
+      case GroupKind::kCp: return {Stream::kCpComm, s.cp_group, &s.cp_calls};
+      case GroupKind::kEp: return {Stream::kEpComm, s.ep_group, &s.ep_calls};
+      default: return {Stream::kTpComm, s.tp_group, &s.tp_calls};
+    }
+  }
+
   void forward(RankState& s, int mb, int chunk) {
-    const int v = virtual_stage(s.p, chunk);
+    const int v = virtual_stage(s.x.p, chunk);
     TaskRef recv;
     if (v > 0) {
       recv = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v - 1), p2p_tag(mb, v - 1, false),
                   boundary_bytes(), Phase::kForward, mb, -1, {});
     }
-    for (int layer : layers_of(s.p, chunk)) {
+    for (int layer : layers_of(s.x.p, chunk)) {
       run_layer(s, layer, false, mb, recv, gather(s, layer, false, mb));
       recv.reset();
     }
@@ -187,17 +219,41 @@ class Lowering {
     }
   }
 
+  // Gradients of dense weights reduce over every replica (cp, ep and dp
+  // ranks), those of experts over the cp and dp ranks that hold the same experts.
+  struct Bucket {
+    bool experts = false;
+    Bytes bytes;
+    std::vector<std::pair<int, Bytes>> held;  // waiting for the end of the backward (overlap=off)
+  };
+
+  void fill(RankState& s, Bucket& b, int layer, int mb, bool last_layer) {
+    b.bytes += grad_bytes(layer, b.experts);
+    if (b.bytes.value() <= 0 || (b.bytes < r_.s.bucket && !last_layer)) return;
+    if (r_.s.overlap) {
+      s.grad_comms.push_back(reduce(s, b.experts, b.bytes, mb, layer));
+    } else {
+      b.held.emplace_back(layer, b.bytes);
+    }
+    b.bytes = Bytes(0);
+  }
+
+  std::uint32_t reduce(RankState& s, bool experts, Bytes bytes, int mb, int layer) {
+    const CommOp op = r_.s.zero >= 1 ? CommOp::kReduceScatter : CommOp::kAllReduce;
+    return comm(s, Stream::kDpComm, op, experts ? s.expert_dp_group : s.dp_group, s.dp_calls++, bytes, Phase::kBackward,
+                mb, layer, {s.last_compute});
+  }
+
   void backward(RankState& s, int mb, int chunk, bool last_of_chunk) {
-    const int v = virtual_stage(s.p, chunk);
+    const int v = virtual_stage(s.x.p, chunk);
     TaskRef recv;
     if (v < virtual_stages_ - 1) {
       recv = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v), p2p_tag(mb, v, true), boundary_bytes(),
                   Phase::kBackward, mb, -1, {});
     }
-    const std::vector<int>& layers = layers_of(s.p, chunk);
-    const CommOp reduce = r_.s.zero >= 1 ? CommOp::kReduceScatter : CommOp::kAllReduce;
-    std::vector<std::pair<int, Bytes>> held;  // buckets waiting for the end of the backward (overlap=off)
-    Bytes bucket;
+    const std::vector<int>& layers = layers_of(s.x.p, chunk);
+    std::array<Bucket, 2> buckets{Bucket{false, Bytes(0), {}}, Bucket{true, Bytes(0), {}}};
+    const bool replicated = s.dp_group >= 0;
     TaskRef next_gather = layers.empty() ? std::nullopt : gather(s, layers.back(), true, mb);
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
       TaskRef gathered = next_gather;
@@ -212,21 +268,13 @@ class Lowering {
         }
         continue;
       }
-      if (!last_of_chunk || r_.s.dp == 1) continue;
-      bucket += grad_bytes(*it);
-      if (bucket >= r_.s.bucket || std::next(it) == layers.rend()) {
-        if (r_.s.overlap) {
-          s.grad_comms.push_back(
-              comm(s, Stream::kDpComm, reduce, s.dp_group, s.dp_calls++, bucket, Phase::kBackward, mb, *it, {s.last_compute}));
-        } else {
-          held.emplace_back(*it, bucket);
-        }
-        bucket = Bytes(0);
+      if (!last_of_chunk || !replicated) continue;
+      for (Bucket& b : buckets) {
+        if (!b.experts || s.expert_dp_group >= 0) fill(s, b, *it, mb, std::next(it) == layers.rend());
       }
     }
-    for (auto [layer, bytes] : held) {
-      s.grad_comms.push_back(
-          comm(s, Stream::kDpComm, reduce, s.dp_group, s.dp_calls++, bytes, Phase::kBackward, mb, layer, {s.last_compute}));
+    for (Bucket& b : buckets) {
+      for (auto [layer, bytes] : b.held) s.grad_comms.push_back(reduce(s, b.experts, bytes, mb, layer));
     }
     if (v > 0) {
       comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v - 1), p2p_tag(mb, v - 1, true), boundary_bytes(),
@@ -235,7 +283,7 @@ class Lowering {
   }
 
   void optimizer(RankState& s, double params) {
-    const double shards = r_.s.zero >= 1 ? r_.s.dp : 1;
+    const double shards = r_.s.zero >= 1 ? r_.s.dp * r_.s.cp : 1;
     Kernel k{"optimizer.adam", {}, Flops(0), Flops(0)};
     hw::OpWork update;
     update.kind = model::OpKind::kElementwise;
@@ -254,7 +302,7 @@ class Lowering {
     task.deps_end = static_cast<std::uint32_t>(tg_.deps.size());
     tg_.tasks.push_back(task);
     s.last_compute = static_cast<std::uint32_t>(tg_.tasks.size() - 1);
-    if (r_.s.zero >= 1 && r_.s.zero < 3 && r_.s.dp > 1) {
+    if (r_.s.zero >= 1 && r_.s.zero < 3 && s.dp_group >= 0) {
       Bytes weights(params * bytes_per_param(r_.s.dtype).params);
       comm(s, Stream::kDpComm, CommOp::kAllGather, s.dp_group, s.dp_calls++, weights, Phase::kOptimizer, 0, -1,
            {s.last_compute});
@@ -265,20 +313,25 @@ class Lowering {
     double params = 0;
     for (int chunk = 0; chunk < r_.s.vpp; ++chunk) {
       for (int layer : layers_of(p, chunk)) {
-        for (const model::Op& op : graph_.layers[static_cast<std::size_t>(layer)].ops) params += params_on_rank(op, r_.s.tp);
+        for (const model::Op& op : graph_.layers[static_cast<std::size_t>(layer)].ops) params += params_on_rank(op, r_.s);
       }
     }
     return params;
   }
 
-  void lower_rank(int t, int d, int p) {
+  void lower_rank(const Coord& x) {
     RankState s;
-    s.rank = rank_of(t, d, p);
-    s.t = t;
-    s.d = d;
-    s.p = p;
-    if (r_.s.tp > 1) s.tp_group = tp_group(d, p);
-    if (r_.s.dp > 1) s.dp_group = dp_group(t, p);
+    s.rank = layout_.rank(x);
+    s.x = x;
+    using L = RankLayout;
+    if (r_.s.tp > 1) s.tp_group = group(GroupKind::kTp, layout_.group(x, L::kT));
+    if (r_.s.cp > 1) s.cp_group = group(GroupKind::kCp, layout_.group(x, L::kC));
+    if (r_.s.ep > 1) s.ep_group = group(GroupKind::kEp, layout_.group(x, L::kE));
+    if (replicas() > 1) s.dp_group = group(GroupKind::kDp, layout_.group(x, L::kC | L::kE | L::kD));
+    if (r_.s.dp * r_.s.cp > 1 && graph_.transformer && graph_.transformer->experts > 0) {
+      s.expert_dp_group = group(GroupKind::kExpertDp, layout_.group(x, L::kC | L::kD));
+    }
+    const int p = x.p;
     const double params = stage_params(p);
     tg_.simulated.push_back({s.rank, p, static_memory(params, r_)});
     const int m = r_.micro_batches;
@@ -296,11 +349,12 @@ class Lowering {
 
   const model::Graph& graph_;
   const ResolvedStrategy& r_;
+  RankLayout layout_;
   int virtual_stages_;
   std::vector<std::vector<int>> chunks_;
   TaskGraph tg_;
   LayerSteps steps_;
-  std::vector<std::tuple<int, int, int>> ranks_;
+  std::vector<Coord> ranks_;
   std::map<std::pair<GroupKind, std::vector<int>>, int> group_ids_;
   std::map<std::tuple<CommOp, int, double>, int> call_ids_;
 };

@@ -7,13 +7,14 @@ BytesPerParam bytes_per_param(hw::Dtype dtype) {
   return {2, 2, 12};
 }
 
-double params_on_rank(const model::Op& op, int tp) {
-  return op.split == model::TensorSplit::kSharded ? op.params / tp : op.params;
+double params_on_rank(const model::Op& op, const Strategy& s) {
+  const double tp = op.split == model::TensorSplit::kSharded ? s.tp : 1;
+  return op.params / tp / (op.expert ? s.ep : 1);
 }
 
 StaticMemory static_memory(double params, const ResolvedStrategy& r) {
   const BytesPerParam per = bytes_per_param(r.s.dtype);
-  const double dp = r.s.dp;
+  const double dp = r.s.dp * r.s.cp;  // the distributed optimizer shards over dp and cp ranks
   StaticMemory m;
   m.params = core::Bytes(params * per.params / (r.s.zero >= 3 ? dp : 1.0));
   m.grads = core::Bytes(params * per.grads / (r.s.zero >= 2 ? dp : 1.0));
@@ -37,11 +38,12 @@ core::Bytes saved_activation_bytes(const model::Layer& layer, const ResolvedStra
       masks += s.score_mask / tp;
     }
   }
-  return (core::Bytes(elements * element_bytes) + masks) * static_cast<double>(r.s.mbs);
+  // Each context-parallel rank keeps the activations of its seq_len/cp tokens.
+  return (core::Bytes(elements * element_bytes) + masks) * (static_cast<double>(r.s.mbs) / r.s.cp);
 }
 
 core::Bytes layer_input_bytes(std::int64_t tokens, std::int64_t hidden, const ResolvedStrategy& r) {
-  const double split = r.s.sp ? r.s.tp : 1.0;
+  const double split = (r.s.sp ? r.s.tp : 1.0) * r.s.cp;
   return core::Bytes(static_cast<double>(tokens * hidden) * hw::activation_bytes(r.s.dtype) * r.s.mbs / split);
 }
 

@@ -23,8 +23,8 @@ struct BytesPerParam {
 };
 BytesPerParam bytes_per_param(hw::Dtype dtype);
 
-/// Parameters a rank holds of one op: sharded ops divide by tp.
-double params_on_rank(const model::Op& op, int tp);
+/// Parameters a rank holds of one op: sharded ops divide by tp, experts by ep.
+double params_on_rank(const model::Op& op, const Strategy& s);
 
 StaticMemory static_memory(double params_on_rank, const ResolvedStrategy& strategy);
 

@@ -35,7 +35,7 @@ bool on_off(std::string_view key, std::string_view value) {
 
 }  // namespace
 
-std::string_view strategy_keys() { return "dp, tp, pp, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute"; }
+std::string_view strategy_keys() { return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute"; }
 
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> table = {
@@ -90,6 +90,8 @@ Strategy parse_strategy(std::string_view text) {
     if (key == "dp") s.dp = positive(key, value);
     else if (key == "tp") s.tp = positive(key, value);
     else if (key == "pp") s.pp = positive(key, value);
+    else if (key == "cp") s.cp = positive(key, value);
+    else if (key == "ep") s.ep = positive(key, value);
     else if (key == "gpus") s.gpus = positive(key, value);
     else if (key == "mbs") s.mbs = positive(key, value);
     else if (key == "gbs") s.gbs = positive(key, value);
@@ -139,17 +141,26 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
   ResolvedStrategy r{strategy, 1, 1};
   Strategy& s = r.s;
   const int available = s.one_node ? cluster.gpus_per_node() : cluster.gpu_count();
-  const int model_parallel = s.tp * s.pp;
+  const int model_parallel = s.tp * s.cp * s.ep * s.pp;
 
   if (graph.transformer) {
     const auto& t = *graph.transformer;
     if (t.heads % s.tp != 0) fail("tp", fmt::format("expected a divisor of the model's {} attention heads, got {}", t.heads, s.tp));
     if (t.layers % s.pp != 0) fail("pp", fmt::format("expected a divisor of the model's {} layers, got {}", t.layers, s.pp));
+    if (graph.seq_len % s.cp != 0) {
+      fail("cp", fmt::format("expected a divisor of the sequence length {}, got {}", graph.seq_len, s.cp));
+    }
+    if (s.ep > 1 && t.experts == 0) fail("ep", fmt::format("expert parallelism needs an MoE model; {} is dense", graph.name));
+    if (s.ep > 1 && t.experts % s.ep != 0) {
+      fail("ep", fmt::format("expected a divisor of the model's {} experts, got {}", t.experts, s.ep));
+    }
     if (t.layers % (s.pp * s.vpp) != 0) {
       fail("vpp", fmt::format("expected pp*vpp to divide the model's {} layers, got {}*{}", t.layers, s.pp, s.vpp));
     }
-  } else if (s.tp > 1) {
-    fail("tp", fmt::format("tensor parallelism needs a transformer; {} is a layer graph", graph.name));
+  } else if (s.tp > 1 || s.cp > 1 || s.ep > 1) {
+    const char* key = s.tp > 1 ? "tp" : s.cp > 1 ? "cp" : "ep";
+    fail(key, fmt::format("{} parallelism needs a transformer; {} is a layer graph",
+                          s.tp > 1 ? "tensor" : s.cp > 1 ? "context" : "expert", graph.name));
   } else if (s.pp > 1 && static_cast<std::int64_t>(graph.layers.size()) < s.pp) {
     fail("pp", fmt::format("expected at most {} stages, one layer each, got {}", graph.layers.size(), s.pp));
   }
@@ -160,19 +171,20 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
   }
   if (s.dp == 0) {
     if (gpus % model_parallel != 0) {
-      fail("tp", fmt::format("expected tp*pp to divide the {} GPUs, got tp*pp = {}", gpus, model_parallel));
+      fail("tp", fmt::format("expected tp*cp*ep*pp to divide the {} GPUs, got {}", gpus, model_parallel));
     }
     s.dp = gpus / model_parallel;
   } else if (s.dp * model_parallel != gpus) {
-    fail("dp", fmt::format("expected a divisor of the {} GPUs that leaves tp*pp = {}, got {}", gpus, model_parallel, s.dp));
+    fail("dp", fmt::format("expected a divisor of the {} GPUs that leaves tp*cp*ep*pp = {}, got {}", gpus, model_parallel, s.dp));
   }
   s.gpus = gpus;
   r.world = gpus;
 
-  const int per_step = s.dp * s.mbs;
+  // Expert-parallel ranks hold different experts but see different data, as dp ranks do.
+  const int per_step = s.dp * s.ep * s.mbs;
   if (s.gbs == 0) s.gbs = per_step;
   if (s.gbs % per_step != 0) {
-    fail("gbs", fmt::format("expected a multiple of dp*mbs = {}, got {}", per_step, s.gbs));
+    fail("gbs", fmt::format("expected a multiple of {} = {}, got {}", s.ep > 1 ? "dp*ep*mbs" : "dp*mbs", per_step, s.gbs));
   }
   r.micro_batches = s.gbs / per_step;
   if (s.sp && s.tp == 1) fail("sp", "sequence parallelism splits along tensor-parallel ranks; it needs tp > 1");
@@ -183,7 +195,7 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
                               r.micro_batches, s.pp));
     }
   }
-  if (s.zero > 0 && s.dp == 1) fail("zero", "ZeRO shards over data-parallel ranks; it needs dp > 1");
+  if (s.zero > 0 && s.dp * s.cp * s.ep == 1) fail("zero", "ZeRO shards over data-parallel ranks; it needs dp > 1");
   return r;
 }
 

@@ -22,6 +22,8 @@ struct Strategy {
   int dp = 0;    ///< 0: what the GPUs left over by tp and pp allow
   int tp = 1;
   int pp = 1;
+  int cp = 1;    ///< context parallelism: the sequence split over cp ranks (ring attention)
+  int ep = 1;    ///< expert parallelism: MoE experts sharded over ep ranks
   int gpus = 0;  ///< GPUs to use; 0: all of the cluster's when dp is 0, else dp*tp*pp
   int mbs = 1;   ///< micro-batch size, samples
   int gbs = 0;   ///< global batch, samples; 0: dp*mbs (one micro-batch per step)
@@ -58,7 +60,7 @@ Strategy parse_strategy(std::string_view text);
 /// A strategy whose every figure is set and checked.
 struct ResolvedStrategy {
   Strategy s;
-  int world = 1;          ///< ranks = dp * tp * pp
+  int world = 1;          ///< ranks = tp * cp * ep * dp * pp
   int micro_batches = 1;  ///< per data-parallel rank and step
 };
 

@@ -8,6 +8,8 @@ std::string_view to_string(Stream stream) {
   switch (stream) {
     case Stream::kCompute: return "compute";
     case Stream::kTpComm: return "tp-comm";
+    case Stream::kCpComm: return "cp-comm";
+    case Stream::kEpComm: return "ep-comm";
     case Stream::kDpComm: return "dp-comm";
     case Stream::kPointToPoint: return "pp-p2p";
   }
@@ -17,7 +19,10 @@ std::string_view to_string(Stream stream) {
 std::string_view to_string(GroupKind kind) {
   switch (kind) {
     case GroupKind::kTp: return "tp";
+    case GroupKind::kCp: return "cp";
+    case GroupKind::kEp: return "ep";
     case GroupKind::kDp: return "dp";
+    case GroupKind::kExpertDp: return "expert-dp";
     case GroupKind::kPp: return "pp";
   }
   return "?";
@@ -29,6 +34,8 @@ std::string_view to_string(CommOp op) {
     case CommOp::kReduceScatter: return "reduce_scatter";
     case CommOp::kAllGather: return "all_gather";
     case CommOp::kSendRecv: return "send_recv";
+    case CommOp::kRingExchange: return "ring_exchange";
+    case CommOp::kAllToAll: return "all_to_all";
   }
   return "?";
 }

@@ -20,16 +20,20 @@ enum class TaskKind : std::uint8_t { kCompute, kComm };
 /// A rank's streams. Tasks on one stream run in program order, one at a
 /// time; point-to-point transfers are unordered: NCCL batches them, and a
 /// pipeline schedule would deadlock if sends and receives were serialised.
-enum class Stream : std::uint8_t { kCompute, kTpComm, kDpComm, kPointToPoint };
-inline constexpr int kStreamCount = 4;
+enum class Stream : std::uint8_t { kCompute, kTpComm, kCpComm, kEpComm, kDpComm, kPointToPoint };
+inline constexpr int kStreamCount = 6;
 std::string_view to_string(Stream stream);
 
-enum class GroupKind : std::uint8_t { kTp, kDp, kPp };
+/// kDp reduces gradients of weights replicated over cp, ep and dp ranks;
+/// kExpertDp those of MoE experts, replicated over cp and dp ranks only.
+enum class GroupKind : std::uint8_t { kTp, kCp, kEp, kDp, kExpertDp, kPp };
 std::string_view to_string(GroupKind kind);
 
 enum class Phase : std::uint8_t { kForward, kBackward, kOptimizer };
 
-enum class CommOp : std::uint8_t { kAllReduce, kReduceScatter, kAllGather, kSendRecv };
+/// kRingExchange: every member sends `bytes` to the next one at once (one
+/// step of ring attention); kAllToAll: every member sends bytes/n to each other.
+enum class CommOp : std::uint8_t { kAllReduce, kReduceScatter, kAllGather, kSendRecv, kRingExchange, kAllToAll };
 std::string_view to_string(CommOp op);
 
 struct Kernel {

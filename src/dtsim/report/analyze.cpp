@@ -13,20 +13,22 @@ using core::Nanoseconds;
 using core::Seconds;
 
 // Interval layers of one rank: compute, and each communication kind.
-enum Layer { kCompute = 0, kTp = 1, kPp = 2, kDp = 3, kLayers = 4 };
+enum Layer { kCompute = 0, kTp = 1, kEp = 2, kCp = 3, kPp = 4, kDp = 5, kLayers = 6 };
 
 Layer layer_of(const plan::TaskGraph& g, const plan::Task& t) {
   if (t.kind == plan::TaskKind::kCompute) return kCompute;
   switch (g.groups[static_cast<std::size_t>(g.calls[static_cast<std::size_t>(t.payload)].group)].kind) {
     case plan::GroupKind::kTp: return kTp;
+    case plan::GroupKind::kEp: return kEp;
+    case plan::GroupKind::kCp: return kCp;
     case plan::GroupKind::kPp: return kPp;
     default: return kDp;
   }
 }
 
 // Sweeps a rank's task intervals: time covered by compute, and the time each
-// communication kind runs while no compute does (tp before pp before dp when
-// several overlap, as a tp collective blocks the next kernel outright).
+// communication kind runs while no compute does (tp, ep, cp, pp, dp in that
+// order when several overlap: the earlier ones block the next kernel outright).
 Breakdown sweep(const plan::TaskGraph& g, const plan::Timeline& tl, int rank, const std::vector<std::uint32_t>& ids,
                 Nanoseconds step) {
   std::vector<std::pair<std::int64_t, int>> edges;  // (time, +/-(layer+1))
@@ -57,9 +59,12 @@ Breakdown sweep(const plan::TaskGraph& g, const plan::Timeline& tl, int rank, co
   b.rank = rank;
   b.compute = core::to_seconds({covered[kCompute]});
   b.exposed_comm.tp = core::to_seconds({covered[kTp]});
+  b.exposed_comm.cp = core::to_seconds({covered[kCp]});
+  b.exposed_comm.ep = core::to_seconds({covered[kEp]});
   b.exposed_comm.pp = core::to_seconds({covered[kPp]});
   b.exposed_comm.dp = core::to_seconds({covered[kDp]});
-  b.bubble = core::to_seconds(step) - b.compute - b.exposed_comm.total();
+  // Sums of rounded spans can leave a few ulps below zero.
+  b.bubble = std::max(Seconds(0), core::to_seconds(step) - b.compute - b.exposed_comm.total());
   return b;
 }
 
@@ -73,6 +78,8 @@ std::vector<Bottleneck> rank_bottlenecks(const Report& r) {
   };
   add("compute", r.breakdown.compute, "compute kernels");
   add("exposed_comm.tp", r.breakdown.exposed_comm.tp, "tensor-parallel communication not hidden by compute");
+  add("exposed_comm.cp", r.breakdown.exposed_comm.cp, "context-parallel KV exchange not hidden by attention");
+  add("exposed_comm.ep", r.breakdown.exposed_comm.ep, "expert-parallel all-to-all");
   add("exposed_comm.dp", r.breakdown.exposed_comm.dp, "data-parallel gradient communication not hidden by compute");
   add("exposed_comm.pp", r.breakdown.exposed_comm.pp, "pipeline transfers not hidden by compute");
   add("bubble", r.breakdown.bubble, "idle time (pipeline bubble and waiting)");

@@ -42,7 +42,12 @@ nlohmann::json to_json(const Report& r) {
       {"breakdown",
        {{"rank", b.rank},
         {"compute_s", b.compute.value()},
-        {"exposed_comm_s", {{"tp", b.exposed_comm.tp.value()}, {"dp", b.exposed_comm.dp.value()}, {"pp", b.exposed_comm.pp.value()}}},
+        {"exposed_comm_s",
+         {{"tp", b.exposed_comm.tp.value()},
+          {"cp", b.exposed_comm.cp.value()},
+          {"ep", b.exposed_comm.ep.value()},
+          {"dp", b.exposed_comm.dp.value()},
+          {"pp", b.exposed_comm.pp.value()}}},
         {"bubble_s", b.bubble.value()}}},
       {"bottlenecks", bottlenecks},
   };

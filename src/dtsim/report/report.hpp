@@ -30,8 +30,8 @@ struct StageMemory {
 };
 
 struct ExposedComm {
-  core::Seconds tp, dp, pp;
-  [[nodiscard]] core::Seconds total() const { return tp + dp + pp; }
+  core::Seconds tp, cp, ep, dp, pp;
+  [[nodiscard]] core::Seconds total() const { return tp + cp + ep + dp + pp; }
 };
 
 struct Breakdown {

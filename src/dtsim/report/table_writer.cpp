@@ -37,6 +37,8 @@ void write_table(std::ostream& out, const Report& r) {
   fmt::print(out, "\n  step breakdown (rank {})\n", b.rank);
   fmt::print(out, "    compute            {}\n", share(b.compute, r.step_time));
   fmt::print(out, "    exposed tp comm    {}\n", share(b.exposed_comm.tp, r.step_time));
+  if (b.exposed_comm.cp.value() > 0) fmt::print(out, "    exposed cp comm    {}\n", share(b.exposed_comm.cp, r.step_time));
+  if (b.exposed_comm.ep.value() > 0) fmt::print(out, "    exposed ep comm    {}\n", share(b.exposed_comm.ep, r.step_time));
   fmt::print(out, "    exposed dp comm    {}\n", share(b.exposed_comm.dp, r.step_time));
   fmt::print(out, "    exposed pp comm    {}\n", share(b.exposed_comm.pp, r.step_time));
   fmt::print(out, "    bubble / idle      {}\n", share(b.bubble, r.step_time));

@@ -19,6 +19,8 @@ net::CollectiveOp to_net(plan::CommOp op) {
     case plan::CommOp::kReduceScatter: return net::CollectiveOp::kReduceScatter;
     case plan::CommOp::kAllGather: return net::CollectiveOp::kAllGather;
     case plan::CommOp::kSendRecv: return net::CollectiveOp::kSendRecv;
+    case plan::CommOp::kRingExchange: return net::CollectiveOp::kRingExchange;
+    case plan::CommOp::kAllToAll: return net::CollectiveOp::kAllToAll;
   }
   return net::CollectiveOp::kAllReduce;
 }
