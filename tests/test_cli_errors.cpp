@@ -84,3 +84,10 @@ TEST(CliProfile, AProfileOfAnotherDeviceIsRejected) {
 }
 
 }  // namespace
+
+namespace {
+TEST(CliErrors, WorkerSpeedCountMustMatchTheGpus) {
+  expect_one_line("simulate --model resnet50 --cluster dgx-a100 --strategy ddp --worker-speed 1,0.5",
+                  "--worker-speed: expected 8 speeds (one per GPU used), got 2");
+}
+}  // namespace

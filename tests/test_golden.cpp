@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
+#include "dtsim/plan/task_graph.hpp"
 
 namespace {
 
@@ -87,7 +88,7 @@ TEST(Trace, ChromeTraceHasOneProcessPerRankAndOneThreadPerStream) {
     }
   }
   EXPECT_EQ(processes.size(), 8u);
-  EXPECT_EQ(threads.size(), static_cast<std::size_t>(6));  // compute, tp, cp, ep, dp, pp streams
+  EXPECT_EQ(threads.size(), static_cast<std::size_t>(dtsim::plan::kStreamCount));
   EXPECT_GT(spans, 8u * 24u);
   std::filesystem::remove(path);
 }

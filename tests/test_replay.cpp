@@ -51,7 +51,7 @@ plan::TaskGraph two_ranks() {
 
 TEST(Replay, CollectiveStartsWhenTheLastMemberArrives) {
   plan::TaskGraph g = two_ranks();
-  sim::TaskCosts costs{{Nanoseconds{100}, Nanoseconds{300}, Nanoseconds{10}}, {Nanoseconds{50}}};
+  sim::TaskCosts costs{{Nanoseconds{100}, Nanoseconds{300}, Nanoseconds{10}}, {Nanoseconds{50}}, {}};
   plan::Timeline t = sim::replay(g, costs);
   EXPECT_EQ(t.spans[1].start.count, 300);  // rank 0 waits for rank 1
   EXPECT_EQ(t.spans[4].start.count, 300);
@@ -62,7 +62,7 @@ TEST(Replay, CollectiveStartsWhenTheLastMemberArrives) {
 
 TEST(Replay, MemoryPeaksWhileActivationsAreHeld) {
   plan::TaskGraph g = two_ranks();
-  sim::TaskCosts costs{{Nanoseconds{100}, Nanoseconds{300}, Nanoseconds{10}}, {Nanoseconds{50}}};
+  sim::TaskCosts costs{{Nanoseconds{100}, Nanoseconds{300}, Nanoseconds{10}}, {Nanoseconds{50}}, {}};
   plan::Timeline t = sim::replay(g, costs);
   EXPECT_DOUBLE_EQ(t.peak_memory[0].value(), 1500);
   EXPECT_DOUBLE_EQ(t.memory[0].back().in_use.value(), 1000);
@@ -74,8 +74,40 @@ TEST(Replay, TasksOnOneStreamRunInProgramOrder) {
   g.simulated.pop_back();  // keep rank 0 only: the all-reduce then has one simulated member
   g.tasks.resize(3);
   g.deps.resize(2);
-  sim::TaskCosts costs{{Nanoseconds{100}, Nanoseconds{300}, Nanoseconds{10}}, {Nanoseconds{50}}};
+  sim::TaskCosts costs{{Nanoseconds{100}, Nanoseconds{300}, Nanoseconds{10}}, {Nanoseconds{50}}, {}};
   plan::Timeline t = sim::replay(g, costs);
   EXPECT_EQ(t.spans[1].start.count, 100);
   EXPECT_EQ(t.makespan.count, 160);
+}
+
+TEST(Replay, SlowerRanksTakeLongerToCompute) {
+  plan::TaskGraph g = two_ranks();
+  sim::TaskCosts costs{{Nanoseconds{100}, Nanoseconds{100}, Nanoseconds{10}}, {Nanoseconds{50}}, {1.0, 0.5}};
+  plan::Timeline t = sim::replay(g, costs);
+  EXPECT_EQ(t.spans[3].end.count, 200);  // rank 1 at half speed
+  EXPECT_EQ(t.spans[1].start.count, 200);  // and the all-reduce waits for it
+}
+
+// Two workers push to one parameter-server shard at the same moment: the
+// shard serves them one after the other, in arrival order.
+TEST(Replay, ServerTransfersQueueAtTheirShard) {
+  plan::TaskGraph g;
+  g.world = 3;
+  g.gpu_of_rank = {0, 1, 2};
+  g.simulated = {{0, 0, {}}, {1, 0, {}}, {2, 0, {}}};
+  g.groups = {{plan::GroupKind::kPs, {0, 2}}, {plan::GroupKind::kPs, {1, 2}}};
+  g.calls = {{plan::CommOp::kSendRecv, 0, core::Bytes(1)}, {plan::CommOp::kSendRecv, 1, core::Bytes(1)}};
+  for (int worker = 0; worker < 2; ++worker) {
+    plan::Task push;
+    push.kind = plan::TaskKind::kComm;
+    push.stream = plan::Stream::kServer;
+    push.rank = worker;
+    push.payload = worker;
+    g.tasks.push_back(push);
+  }
+  sim::TaskCosts costs{{}, {Nanoseconds{40}, Nanoseconds{40}}, {}};
+  plan::Timeline t = sim::replay(g, costs);
+  EXPECT_EQ(t.spans[0].end.count, 40);
+  EXPECT_EQ(t.spans[1].start.count, 40);
+  EXPECT_EQ(t.makespan.count, 80);
 }

@@ -9,7 +9,7 @@ using namespace dtsim;
 namespace {
 driver::Simulation run(const std::string& strategy, std::optional<int> nodes = std::nullopt, bool full = false,
                        const std::string& model = "gpt3-1.3b", const std::string& cluster = "dgx-a100") {
-  return driver::simulate({model, cluster, strategy, nodes, std::nullopt, std::nullopt, full});
+  return driver::simulate({model, cluster, strategy, nodes, std::nullopt, std::nullopt, full, {}});
 }
 }  // namespace
 
@@ -94,7 +94,7 @@ TEST(Simulation, FullRecomputationCostsAForwardAndSavesMemory) {
 
 TEST(Simulation, ContextParallelismSplitsActivationsAndOverlapsTheKvRing) {
   auto llama = [](const std::string& s) {
-    return driver::simulate({"llama3-8b", "dgx-h100", s, std::nullopt, std::nullopt, std::nullopt, false});
+    return driver::simulate({"llama3-8b", "dgx-h100", s, std::nullopt, std::nullopt, std::nullopt, false, {}});
   };
   driver::Simulation one = llama("gpus=2,tp=2,gbs=1,recompute=selective");
   driver::Simulation two = llama("gpus=4,tp=2,cp=2,gbs=1,recompute=selective");
@@ -113,7 +113,7 @@ TEST(Simulation, ContextParallelismSplitsActivationsAndOverlapsTheKvRing) {
 
 TEST(Simulation, ExpertParallelismShardsExpertsAndAddsAllToAll) {
   auto mixtral = [](const std::string& s, bool full = false) {
-    return driver::simulate({"mixtral-8x7b", "dgx-h100", s, 2, std::nullopt, std::nullopt, full});
+    return driver::simulate({"mixtral-8x7b", "dgx-h100", s, 2, std::nullopt, std::nullopt, full, {}});
   };
   driver::Simulation dense = mixtral("tp=2,pp=4,gbs=4,zero=1,recompute=full");
   driver::Simulation ep = mixtral("tp=2,pp=4,ep=2,gbs=4,zero=1,recompute=full");
@@ -121,4 +121,51 @@ TEST(Simulation, ExpertParallelismShardsExpertsAndAddsAllToAll) {
   EXPECT_GT(ep.report.breakdown.exposed_comm.ep.value(), 0);
   driver::Simulation full = mixtral("tp=2,pp=4,ep=2,gbs=4,zero=1,recompute=full", true);
   EXPECT_EQ(full.timeline.makespan, ep.timeline.makespan);
+}
+
+namespace {
+driver::Simulation resnet(const std::string& strategy, std::vector<double> speeds) {
+  return driver::simulate({"resnet50", "dgx-a100", strategy + ",gpus=4,mbs=256,dtype=fp16", std::nullopt, std::nullopt,
+                           std::nullopt, false, std::move(speeds)});
+}
+}  // namespace
+
+TEST(ParameterServer, AsynchronousWorkersOutrunAStragglerThatStallsSynchronousOnes) {
+  const std::vector<double> even{1, 1, 1, 1}, straggler{1, 1, 1, 0.5};
+  double async_even = resnet("parameter_server,ps=4", even).report.samples_per_s;
+  double async_slow = resnet("parameter_server,ps=4", straggler).report.samples_per_s;
+  double sync_even = resnet("parameter_server,ps=4,sync=on", even).report.samples_per_s;
+  double sync_slow = resnet("parameter_server,ps=4,sync=on", straggler).report.samples_per_s;
+  double ddp_slow = resnet("ddp", straggler).report.samples_per_s;
+  EXPECT_NEAR(async_even / sync_even, 1.0, 0.05);
+  // Asynchronous: three full workers and a half one, 3.5/4 of the throughput.
+  EXPECT_NEAR(async_slow / async_even, 3.5 / 4, 0.03);
+  // Synchronous (PS or all-reduce): everyone waits for the straggler, half the throughput.
+  EXPECT_NEAR(sync_slow / sync_even, 0.5, 0.03);
+  EXPECT_NEAR(ddp_slow / sync_even, 0.5, 0.05);
+}
+
+TEST(ParameterServer, StalenessIsZeroWhenSynchronousOrAloneAndGrowsWithWorkers) {
+  auto stats = [](const driver::Simulation& s) { return *s.report.parameter_server; };
+  EXPECT_EQ(stats(resnet("parameter_server,ps=4,sync=on", {})).max_staleness, 0);
+  EXPECT_EQ(stats(driver::simulate({"resnet50", "dgx-a100", "parameter_server,gpus=1,mbs=64", std::nullopt, std::nullopt,
+                                    std::nullopt, false, {}}))
+                .max_staleness,
+            0);
+  auto four = stats(resnet("parameter_server,ps=4", {}));
+  EXPECT_EQ(four.shards, 4);
+  EXPECT_GT(four.mean_staleness, 1.0);  // the other three workers' updates land between a pull and a push
+  EXPECT_LE(four.max_staleness, 2 * 3);
+  int pushes = 0;
+  for (int n : four.staleness_histogram) pushes += n;
+  EXPECT_EQ(pushes, 4 * four.iterations);
+}
+
+TEST(ParameterServer, CentralStorageKeepsWeightsOnTheFirstHost) {
+  driver::Simulation s = driver::simulate({"resnet50", "dgx-a100", "central_storage,mbs=128", 2, std::nullopt, std::nullopt,
+                                           false, {}});
+  EXPECT_EQ(s.report.gpus, 8);  // one node, however many the cluster has
+  EXPECT_EQ(s.tasks.ps_shards, 1);
+  EXPECT_EQ(s.tasks.gpu_of_rank.back(), s.cluster.host_endpoint(0));
+  EXPECT_EQ(s.report.per_stage[0].optimizer.value(), 0);  // Adam's state lives with the variables on the host
 }

@@ -45,7 +45,7 @@ TEST(Strategy, PresetsExpandAndLaterKeysOverride) {
 
 TEST(Strategy, BadInputIsOneLineNamingTheKey) {
   EXPECT_EQ(error_of("dp=2,pipeline=4"),
-            "--strategy: /pipeline: unknown key; valid keys: dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute");
+            "--strategy: /pipeline: unknown key; valid keys: dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps");
   EXPECT_EQ(error_of("dp=two"), "--strategy: /dp: expected an integer >= 1, got \"two\"");
   EXPECT_EQ(error_of("dtype=fp64"), "--strategy: /dtype: expected one of fp32, tf32, fp16, bf16, fp8, got \"fp64\"");
   EXPECT_EQ(error_of("gpus=8,dp=3"), "--strategy: /dp: expected a divisor of the 8 GPUs that leaves tp*cp*ep*pp = 1, got 3");
@@ -54,6 +54,6 @@ TEST(Strategy, BadInputIsOneLineNamingTheKey) {
   EXPECT_EQ(error_of("pp=3,dp=1"), "--strategy: /pp: expected a divisor of the model's 32 layers, got 3");
   EXPECT_EQ(error_of("dp=16"), "--strategy: /dp: needs 16 GPUs, the cluster has 8");
   EXPECT_EQ(error_of("oops"), "--strategy: unknown preset \"oops\"; presets: one_device, mirrored, multi_worker_mirrored, "
-                              "ddp, horovod, zero1, zero2, zero3, fsdp");
+                              "ddp, horovod, zero1, zero2, zero3, fsdp, parameter_server, central_storage");
   EXPECT_EQ(error_of("tp=2", "resnet50"), "--strategy: /tp: tensor parallelism needs a transformer; resnet50 is a layer graph");
 }

@@ -3,6 +3,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -16,6 +17,7 @@ struct SimulateOptions {
   std::optional<std::int64_t> seq_len;
   std::optional<std::string> profile;
   std::optional<std::string> trace;
+  std::vector<double> worker_speed;
   bool json = false;
   bool full = false;
 };

@@ -20,12 +20,14 @@ void add_simulate(CLI::App& app, SimulateOptions& o) {
   cmd->add_option("--seq-len", o.seq_len, "override the model's sequence length");
   cmd->add_option("--profile", o.profile, "calibration profile (dtsim.profile/1)");
   cmd->add_option("--trace", o.trace, "write a Chrome trace-event file (open it in Perfetto)");
+  cmd->add_option("--worker-speed", o.worker_speed, "relative speed of each GPU used, e.g. 1,1,1,0.5 (a straggler)")
+      ->delimiter(',');
   cmd->add_flag("--json", o.json, "print the report as JSON (schema dtsim.report/1)");
   cmd->add_flag("--full", o.full, "simulate every rank instead of one per pipeline stage");
 }
 
 int run_simulate(const SimulateOptions& o, std::ostream& out) {
-  driver::SimulationRequest request{o.model, o.cluster, o.strategy, o.nodes, o.seq_len, o.profile, o.full};
+  driver::SimulationRequest request{o.model, o.cluster, o.strategy, o.nodes, o.seq_len, o.profile, o.full, o.worker_speed};
   driver::Simulation sim = driver::simulate(request);
   if (o.trace) {
     std::ofstream file(*o.trace);

@@ -10,6 +10,7 @@
 #include "dtsim/model/workload_loader.hpp"
 #include "dtsim/net/collective.hpp"
 #include "dtsim/plan/lower.hpp"
+#include "dtsim/plan/parameter_server.hpp"
 #include "dtsim/sim/replay.hpp"
 #include "dtsim/topo/cluster_loader.hpp"
 
@@ -60,8 +61,24 @@ Simulation simulate(const SimulationRequest& request) {
   hw::CostModel cost_model(cluster.device(), efficiency);
   net::Network network(cluster, {});
 
-  plan::TaskGraph tasks = plan::lower(graph, strategy, cluster, {request.full});
-  plan::Timeline timeline = sim::replay(tasks, cost_model, network);
+  if (!request.worker_speed.empty()) {
+    if (static_cast<int>(request.worker_speed.size()) != strategy.world) {
+      throw core::InputError("--worker-speed", "", fmt::format("expected {} speeds (one per GPU used), got {}",
+                                                               strategy.world, request.worker_speed.size()));
+    }
+    for (double v : request.worker_speed) {
+      if (!(v > 0)) throw core::InputError("--worker-speed", "", fmt::format("expected positive speeds, got {}", v));
+    }
+  }
+  const bool full = request.full || !request.worker_speed.empty();
+  plan::TaskGraph tasks = strategy.s.ps != 0 ? plan::lower_parameter_server(graph, strategy, cluster)
+                                             : plan::lower(graph, strategy, cluster, {full});
+  sim::TaskCosts costs = sim::cost_tasks(tasks, cost_model, network);
+  if (!request.worker_speed.empty()) {
+    costs.rank_speed.assign(static_cast<std::size_t>(tasks.world), 1.0);
+    std::copy(request.worker_speed.begin(), request.worker_speed.end(), costs.rank_speed.begin());
+  }
+  plan::Timeline timeline = sim::replay(tasks, costs);
 
   report::RunInfo info;
   info.model = graph.name;
@@ -74,7 +91,9 @@ Simulation simulate(const SimulationRequest& request) {
   info.parameters = graph.parameter_count();
   info.peak_per_gpu = cluster.device().peak_for(strategy.s.dtype);
   info.memory_capacity = cluster.device().hbm_capacity;
+  info.asynchronous = strategy.s.ps != 0 && !strategy.s.sync;
   report::Report report = report::analyze(tasks, timeline, info, strategy.micro_batches);
+  if (tasks.ps_shards > 0) report.parameter_server = report::parameter_server_stats(tasks, timeline, strategy.s.sync);
   return Simulation{std::move(graph), std::move(cluster), strategy, std::move(tasks), std::move(timeline), std::move(report)};
 }
 

@@ -35,6 +35,8 @@ struct SimulationRequest {
   std::optional<std::int64_t> seq_len;
   std::optional<std::string> profile;
   bool full = false;
+  /// Relative speed of each GPU used (1 = nominal); implies simulating every rank.
+  std::vector<double> worker_speed;
 };
 
 struct Simulation {

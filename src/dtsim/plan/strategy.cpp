@@ -35,7 +35,7 @@ bool on_off(std::string_view key, std::string_view value) {
 
 }  // namespace
 
-std::string_view strategy_keys() { return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute"; }
+std::string_view strategy_keys() { return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps"; }
 
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> table = {
@@ -49,6 +49,12 @@ const std::vector<Preset>& presets() {
       {"zero2", "zero=2", "ZeRO stage 2: optimizer states and gradients sharded over dp"},
       {"zero3", "zero=3", "ZeRO stage 3: optimizer states, gradients and parameters sharded over dp"},
       {"fsdp", "zero=3", "PyTorch FSDP (full shard): as ZeRO stage 3"},
+      {"parameter_server", "sync=off",
+       "asynchronous workers push gradients to and pull weights from one PS shard per node, on the hosts' CPUs "
+       "(tf.distribute.experimental.ParameterServerStrategy)"},
+      {"central_storage", "sync=on",
+       "one node; weights on the host CPU, gradients reduced to it over PCIe, weights sent back every step "
+       "(tf.distribute.experimental.CentralStorageStrategy)"},
   };
   return table;
 }
@@ -65,12 +71,14 @@ Strategy parse_strategy(std::string_view text) {
       for (const Preset& p : table) names += (names.empty() ? "" : ", ") + std::string(p.name);
       throw core::InputError(kFile, "", fmt::format("unknown preset \"{}\"; presets: {}", first, names));
     }
-    s.one_node = first == "mirrored";
+    s.one_node = first == "mirrored" || first == "central_storage";
     expanded = std::string(it->expansion);
     std::string_view rest = text.size() > first.size() ? text.substr(first.size() + 1) : std::string_view();
     // Keys after the preset override it, so parse the preset's own keys apart.
     Strategy base = parse_strategy(expanded);
     base.one_node = s.one_node;
+    if (first == "parameter_server") base.ps = -1;
+    if (first == "central_storage") base.ps = 1;
     s = base;
     text = rest;
   }
@@ -92,6 +100,9 @@ Strategy parse_strategy(std::string_view text) {
     else if (key == "pp") s.pp = positive(key, value);
     else if (key == "cp") s.cp = positive(key, value);
     else if (key == "ep") s.ep = positive(key, value);
+    else if (key == "ps") s.ps = positive(key, value);
+    else if (key == "sync") s.sync = on_off(key, value);
+    else if (key == "steps") s.steps = positive(key, value);
     else if (key == "gpus") s.gpus = positive(key, value);
     else if (key == "mbs") s.mbs = positive(key, value);
     else if (key == "gbs") s.gbs = positive(key, value);
@@ -194,6 +205,13 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
       fail("gbs", fmt::format("expected micro-batches per step ({}) to be a multiple of pp = {} for the interleaved schedule",
                               r.micro_batches, s.pp));
     }
+  }
+  if (s.ps != 0) {
+    if (s.tp * s.pp * s.cp * s.ep > 1) {
+      fail("ps", "parameter servers serve data-parallel workers; tp, pp, cp and ep must be 1");
+    }
+    if (s.zero > 0) fail("zero", "ZeRO shards over all-reduce peers; parameter servers hold the optimizer state instead");
+    if (s.ps < 0) s.ps = (gpus + cluster.gpus_per_node() - 1) / cluster.gpus_per_node();
   }
   if (s.zero > 0 && s.dp * s.cp * s.ep == 1) fail("zero", "ZeRO shards over data-parallel ranks; it needs dp > 1");
   return r;

@@ -39,6 +39,10 @@ struct Strategy {
   /// them in the backward pass; "standard" materialises them (Megatron 2021).
   bool flash_attention = true;
   bool one_node = false;  ///< use the first node's GPUs only (the `mirrored` preset)
+  /// Parameter-server training: shards on the hosts' CPUs (0: off; -1: one per node used).
+  int ps = 0;
+  bool sync = false;  ///< with ps: workers wait for each other every step (else asynchronous)
+  int steps = 8;      ///< with ps: steps each worker runs, to see staleness settle
 };
 
 /// A named classic strategy and what it expands to.

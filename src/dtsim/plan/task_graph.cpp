@@ -12,6 +12,7 @@ std::string_view to_string(Stream stream) {
     case Stream::kEpComm: return "ep-comm";
     case Stream::kDpComm: return "dp-comm";
     case Stream::kPointToPoint: return "pp-p2p";
+    case Stream::kServer: return "ps-transfer";
   }
   return "?";
 }
@@ -24,6 +25,7 @@ std::string_view to_string(GroupKind kind) {
     case GroupKind::kDp: return "dp";
     case GroupKind::kExpertDp: return "expert-dp";
     case GroupKind::kPp: return "pp";
+    case GroupKind::kPs: return "ps";
   }
   return "?";
 }

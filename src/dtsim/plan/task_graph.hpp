@@ -20,16 +20,18 @@ enum class TaskKind : std::uint8_t { kCompute, kComm };
 /// A rank's streams. Tasks on one stream run in program order, one at a
 /// time; point-to-point transfers are unordered: NCCL batches them, and a
 /// pipeline schedule would deadlock if sends and receives were serialised.
-enum class Stream : std::uint8_t { kCompute, kTpComm, kCpComm, kEpComm, kDpComm, kPointToPoint };
-inline constexpr int kStreamCount = 6;
+/// kServer transfers queue at their parameter-server shard (the call's
+/// group's last member) and are served one at a time in arrival order.
+enum class Stream : std::uint8_t { kCompute, kTpComm, kCpComm, kEpComm, kDpComm, kPointToPoint, kServer };
+inline constexpr int kStreamCount = 7;
 std::string_view to_string(Stream stream);
 
 /// kDp reduces gradients of weights replicated over cp, ep and dp ranks;
 /// kExpertDp those of MoE experts, replicated over cp and dp ranks only.
-enum class GroupKind : std::uint8_t { kTp, kCp, kEp, kDp, kExpertDp, kPp };
+enum class GroupKind : std::uint8_t { kTp, kCp, kEp, kDp, kExpertDp, kPp, kPs };
 std::string_view to_string(GroupKind kind);
 
-enum class Phase : std::uint8_t { kForward, kBackward, kOptimizer };
+enum class Phase : std::uint8_t { kForward, kBackward, kOptimizer, kPush, kPull };
 
 /// kRingExchange: every member sends `bytes` to the next one at once (one
 /// step of ring attention); kAllToAll: every member sends bytes/n to each other.
@@ -94,7 +96,12 @@ struct TaskGraph {
   std::vector<Kernel> kernels;
   std::vector<CommCall> calls;
   std::vector<CommGroup> groups;
+  /// Route endpoint of each rank: a GPU, or a host (topo::Cluster::host_endpoint) for PS shards.
   std::vector<int> gpu_of_rank;
+  /// Parameter-server mode: shards are ranks world..world+ps_shards-1, and
+  /// each worker ran `iterations` steps of `samples_per_iteration` samples.
+  int ps_shards = 0;
+  int iterations = 1;
 
   [[nodiscard]] int simulated_index(int rank) const;
 };

@@ -97,23 +97,37 @@ std::vector<Bottleneck> rank_bottlenecks(const Report& r) {
 Report analyze(const plan::TaskGraph& g, const plan::Timeline& tl, const RunInfo& info, int micro_batches) {
   Report r;
   r.info = info;
-  r.gpus = g.world;
+  const int gpus = g.world - g.ps_shards;  // parameter-server shards run on host CPUs
+  r.gpus = gpus;
   r.micro_batches = micro_batches;
   r.events = tl.events;
-  r.step_time = core::to_seconds(tl.makespan);
+  // Parameter-server runs simulate several steps; report the mean step.
+  r.step_time = core::to_seconds(tl.makespan) / static_cast<double>(g.iterations);
+  if (info.asynchronous) {
+    // Each worker processes global_batch / workers samples per step at its own pace.
+    std::vector<std::int64_t> finish(static_cast<std::size_t>(g.world), 0);
+    for (std::size_t id = 0; id < g.tasks.size(); ++id) {
+      auto& f = finish[static_cast<std::size_t>(g.tasks[id].rank)];
+      f = std::max(f, tl.spans[id].end.count);
+    }
+    const double per_worker = static_cast<double>(info.global_batch) * g.iterations / gpus;
+    double rate = 0;
+    for (int w = 0; w < gpus; ++w) rate += per_worker / core::to_seconds({finish[static_cast<std::size_t>(w)]}).value();
+    r.step_time = core::Seconds(info.global_batch / rate);
+  }
   const double step_s = r.step_time.value();
   r.samples_per_s = step_s > 0 ? info.global_batch / step_s : 0;
   r.tokens_per_s = r.samples_per_s * static_cast<double>(info.seq_len);
 
   // Each simulated rank stands for world / simulated ranks of its class.
-  const double replicas = static_cast<double>(g.world) / static_cast<double>(g.simulated.size());
+  const double replicas = static_cast<double>(gpus) / static_cast<double>(g.simulated.size()) / g.iterations;
   for (const plan::Task& t : g.tasks) {
     if (t.kind != plan::TaskKind::kCompute) continue;
     const plan::Kernel& k = g.kernels[static_cast<std::size_t>(t.payload)];
     r.model_flops_per_step += k.model_flops * replicas;
     r.hardware_flops_per_step += k.hardware_flops * replicas;
   }
-  const double denominator = step_s * g.world;
+  const double denominator = step_s * gpus;
   if (denominator > 0) {
     r.model_tflops_per_gpu = r.model_flops_per_step.value() / denominator / 1e12;
     r.hardware_tflops_per_gpu = r.hardware_flops_per_step.value() / denominator / 1e12;

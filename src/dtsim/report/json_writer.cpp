@@ -51,6 +51,14 @@ nlohmann::json to_json(const Report& r) {
         {"bubble_s", b.bubble.value()}}},
       {"bottlenecks", bottlenecks},
   };
+  if (r.parameter_server) {
+    const ParameterServerStats& ps = *r.parameter_server;
+    out["parameter_server"] = {{"shards", ps.shards},
+                               {"mode", ps.synchronous ? "sync" : "async"},
+                               {"steps_simulated", ps.iterations},
+                               {"staleness", {{"mean", ps.mean_staleness}, {"max", ps.max_staleness},
+                                              {"histogram", ps.staleness_histogram}}}};
+  }
   if (r.info.seq_len > 0) {
     out["seq_len"] = r.info.seq_len;
     out["tokens_per_s"] = r.tokens_per_s;

@@ -1,6 +1,7 @@
 #pragma once
 /// What a step looked like: the figures of the output contract
 /// (`schema: dtsim.report/1`), computed from a TaskGraph and its Timeline.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct RunInfo {
   double parameters = 0;
   core::FlopsPerSecond peak_per_gpu;  ///< dense peak for the strategy's dtype
   core::Bytes memory_capacity;
+  /// Asynchronous workers: throughput is the sum of each worker's own rate,
+  /// not the global batch over the slowest worker's time.
+  bool asynchronous = false;
 };
 
 struct StageMemory {
@@ -48,6 +52,17 @@ struct Bottleneck {
   std::string message;
 };
 
+/// Parameter-server training: how stale the gradients were when they
+/// reached shard 0 (updates other workers applied since this worker pulled).
+struct ParameterServerStats {
+  int shards = 0;
+  bool synchronous = false;
+  int iterations = 0;
+  std::vector<int> staleness_histogram;  ///< [s] = pushes that were s updates stale
+  double mean_staleness = 0;
+  int max_staleness = 0;
+};
+
 struct Report {
   RunInfo info;
   int gpus = 1;
@@ -66,9 +81,13 @@ struct Report {
   bool fits_in_memory = true;
   Breakdown breakdown;
   std::vector<Bottleneck> bottlenecks;
+  std::optional<ParameterServerStats> parameter_server;
   std::uint64_t events = 0;
 };
 
 Report analyze(const plan::TaskGraph& graph, const plan::Timeline& timeline, const RunInfo& info, int micro_batches);
+
+/// Staleness of every push at shard 0, from the order pushes and pulls ended there.
+ParameterServerStats parameter_server_stats(const plan::TaskGraph& graph, const plan::Timeline& timeline, bool synchronous);
 
 }  // namespace dtsim::report

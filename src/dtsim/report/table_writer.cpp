@@ -50,6 +50,14 @@ void write_table(std::ostream& out, const Report& r) {
                gib(m.optimizer), gib(m.activations), gib(m.other), gib(m.peak));
   }
   fmt::print(out, "    fits in memory: {}\n", r.fits_in_memory ? "yes" : "NO");
+  if (r.parameter_server) {
+    const ParameterServerStats& ps = *r.parameter_server;
+    fmt::print(out, "\n  parameter servers: {} shard(s), {}, {} steps simulated (step time is their mean)\n", ps.shards,
+               ps.synchronous ? "synchronous" : "asynchronous", ps.iterations);
+    fmt::print(out, "    gradient staleness: mean {:.2f}, max {} updates; histogram", ps.mean_staleness, ps.max_staleness);
+    for (std::size_t i = 0; i < ps.staleness_histogram.size(); ++i) fmt::print(out, " {}:{}", i, ps.staleness_histogram[i]);
+    fmt::print(out, "\n");
+  }
   fmt::print(out, "\n  bottlenecks\n");
   for (const Bottleneck& bn : r.bottlenecks) fmt::print(out, "    - {}\n", bn.message);
 }

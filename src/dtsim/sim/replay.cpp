@@ -1,6 +1,7 @@
 #include "dtsim/sim/replay.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -38,7 +39,7 @@ class Replay {
     for (std::uint32_t id = 0; id < n; ++id) {
       const Task& t = graph.tasks[id];
       remaining_[id] = t.deps_end - t.deps_begin;
-      if (t.stream != plan::Stream::kPointToPoint) streams_[stream_of(t)].queue.push_back(id);
+      if (ordered(t)) streams_[stream_of(t)].queue.push_back(id);
     }
     members_.assign(graph.groups.size(), 0);
     for (std::size_t gi = 0; gi < graph.groups.size(); ++gi) {
@@ -58,7 +59,7 @@ class Replay {
   plan::Timeline run() {
     for (std::size_t s = 0; s < streams_.size(); ++s) poke(s);
     for (std::uint32_t id = 0; id < g_.tasks.size(); ++id) {
-      if (g_.tasks[id].stream == plan::Stream::kPointToPoint && remaining_[id] == 0) begin(id);
+      if (!ordered(g_.tasks[id]) && remaining_[id] == 0) release(id);
     }
     while (!queue_.empty()) {
       EventQueue::Event e = queue_.pop();
@@ -79,10 +80,41 @@ class Replay {
     std::size_t head = 0;
     bool busy = false;
   };
+  struct Server {
+    std::vector<std::uint32_t> waiting;  // in arrival order
+    std::size_t next = 0;
+    bool busy = false;
+  };
   struct Rendezvous {
     int arrived = 0;
     std::vector<std::uint32_t> tasks;
   };
+
+  static bool ordered(const Task& t) {
+    return t.stream != plan::Stream::kPointToPoint && t.stream != plan::Stream::kServer;
+  }
+
+  // A task free of its dependencies that no rank stream orders.
+  void release(std::uint32_t id) {
+    if (g_.tasks[id].stream != plan::Stream::kServer) {
+      begin(id);
+      return;
+    }
+    Server& server = servers_[server_of(id)];
+    server.waiting.push_back(id);
+    serve(server);
+  }
+
+  int server_of(std::uint32_t id) const {
+    return g_.groups[static_cast<std::size_t>(g_.calls[static_cast<std::size_t>(g_.tasks[id].payload)].group)].ranks.back();
+  }
+
+  void serve(Server& server) {
+    if (server.busy || server.next >= server.waiting.size()) return;
+    server.busy = true;
+    std::uint32_t id = server.waiting[server.next++];
+    start(id, costs_.call[static_cast<std::size_t>(g_.tasks[id].payload)]);
+  }
 
   std::size_t stream_of(const Task& t) const {
     return static_cast<std::size_t>(index_of_rank_[static_cast<std::size_t>(t.rank)]) * plan::kStreamCount +
@@ -114,7 +146,12 @@ class Replay {
   void begin(std::uint32_t id) {
     const Task& t = g_.tasks[id];
     if (t.kind == TaskKind::kCompute) {
-      start(id, costs_.kernel[static_cast<std::size_t>(t.payload)]);
+      Nanoseconds d = costs_.kernel[static_cast<std::size_t>(t.payload)];
+      if (!costs_.rank_speed.empty()) {
+        d = {static_cast<std::int64_t>(std::llround(static_cast<double>(d.count) /
+                                                    costs_.rank_speed[static_cast<std::size_t>(t.rank)]))};
+      }
+      start(id, d);
       return;
     }
     const int group = g_.calls[static_cast<std::size_t>(t.payload)].group;
@@ -141,10 +178,15 @@ class Replay {
       std::uint32_t next = succ_[k];
       if (--remaining_[next] != 0) continue;
       const Task& n = g_.tasks[next];
-      if (n.stream == plan::Stream::kPointToPoint) begin(next);
+      if (!ordered(n)) release(next);
       else poke(stream_of(n));
     }
-    if (t.stream != plan::Stream::kPointToPoint) {
+    if (t.stream == plan::Stream::kServer) {
+      Server& server = servers_[server_of(id)];
+      server.busy = false;
+      serve(server);
+    }
+    if (ordered(t)) {
       StreamState& st = streams_[stream_of(t)];
       st.busy = false;
       ++st.head;
@@ -171,6 +213,7 @@ class Replay {
   std::vector<StreamState> streams_;
   std::vector<int> members_;
   std::unordered_map<std::uint64_t, Rendezvous> rendezvous_;
+  std::unordered_map<int, Server> servers_;
   std::vector<core::Bytes> in_use_;
 };
 

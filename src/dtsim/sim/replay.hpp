@@ -15,6 +15,9 @@ namespace dtsim::sim {
 struct TaskCosts {
   std::vector<core::Nanoseconds> kernel;
   std::vector<core::Nanoseconds> call;
+  /// Relative compute speed of each rank (1 = as costed; 0.5 takes twice as
+  /// long); empty means all 1. Stragglers and heterogeneous GPUs.
+  std::vector<double> rank_speed;
 };
 
 TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_model, const net::Network& network);

@@ -24,6 +24,14 @@ struct RecordTreeEdge {
 
 Cluster::Cluster(Shape shape) : shape_(std::move(shape)), fabric_(std::make_unique<Fabric>()) {
   gpu_vertex_.assign(static_cast<std::size_t>(gpu_count()), Fabric::null_vertex());
+  host_vertex_.assign(static_cast<std::size_t>(shape_.nodes), Fabric::null_vertex());
+}
+
+void Cluster::set_host_vertex(int node, VertexId vertex) { host_vertex_.at(static_cast<std::size_t>(node)) = vertex; }
+
+VertexId Cluster::endpoint_vertex(int endpoint) const {
+  if (endpoint < gpu_count()) return gpu_vertex_.at(static_cast<std::size_t>(endpoint));
+  return host_vertex_.at(static_cast<std::size_t>(endpoint - gpu_count()));
 }
 
 VertexId Cluster::add_vertex(VertexInfo info) { return boost::add_vertex(std::move(info), *fabric_); }
@@ -39,9 +47,9 @@ void Cluster::add_link(VertexId a, VertexId b, LinkKind kind, core::BytesPerSeco
 
 void Cluster::set_gpu_vertex(int gpu, VertexId vertex) { gpu_vertex_.at(static_cast<std::size_t>(gpu)) = vertex; }
 
-Route Cluster::route(int from_gpu, int to_gpu) const {
-  const VertexId source = gpu_vertex_.at(static_cast<std::size_t>(from_gpu));
-  const VertexId target = gpu_vertex_.at(static_cast<std::size_t>(to_gpu));
+Route Cluster::route(int from, int to) const {
+  const VertexId source = endpoint_vertex(from);
+  const VertexId target = endpoint_vertex(to);
   Route route;
   route.bottleneck = core::BytesPerSecond(std::numeric_limits<double>::infinity());
   if (source == target) return route;
@@ -52,7 +60,7 @@ Route Cluster::route(int from_gpu, int to_gpu) const {
   seen[source] = true;
   auto recorder = boost::make_bfs_visitor(RecordTreeEdge{&reached_by, &seen});
   boost::breadth_first_search(*fabric_, source, boost::visitor(recorder));
-  if (!seen[target]) throw std::logic_error("cluster fabric is disconnected between two GPUs");
+  if (!seen[target]) throw std::logic_error("cluster fabric is disconnected between two endpoints");
 
   for (VertexId v = target; v != source; v = boost::source(reached_by[v], *fabric_)) {
     const LinkInfo& link = (*fabric_)[reached_by[v]];

@@ -59,6 +59,7 @@ class Cluster {
   void add_link(VertexId a, VertexId b, LinkKind kind, core::BytesPerSecond bandwidth, core::Seconds latency,
                 double efficiency);
   void set_gpu_vertex(int gpu, VertexId vertex);
+  void set_host_vertex(int node, VertexId vertex);
 
   [[nodiscard]] const std::string& name() const { return shape_.name; }
   [[nodiscard]] const std::string& source() const { return shape_.source; }
@@ -70,8 +71,15 @@ class Cluster {
   [[nodiscard]] const Fabric& fabric() const { return *fabric_; }
   [[nodiscard]] const std::vector<LinkInfo>& links() const { return links_; }
 
-  /// Fewest-hop route (breadth-first search over the fabric).
-  [[nodiscard]] Route route(int from_gpu, int to_gpu) const;
+  /// Endpoints of routes: GPUs are 0..gpu_count()-1, and the host CPU of
+  /// node n is gpu_count() + n (where parameter servers live).
+  [[nodiscard]] int host_endpoint(int node) const { return gpu_count() + node; }
+  [[nodiscard]] int node_of_endpoint(int endpoint) const {
+    return endpoint >= gpu_count() ? endpoint - gpu_count() : node_of(endpoint);
+  }
+
+  /// Fewest-hop route between two endpoints (breadth-first search over the fabric).
+  [[nodiscard]] Route route(int from, int to) const;
 
  private:
   Shape shape_;
@@ -79,6 +87,8 @@ class Cluster {
   std::unique_ptr<Fabric> fabric_;
   std::vector<LinkInfo> links_;
   std::vector<VertexId> gpu_vertex_;
+  std::vector<VertexId> host_vertex_;
+  [[nodiscard]] VertexId endpoint_vertex(int endpoint) const;
 };
 
 /// Rank r runs on GPU placement[r]; the default places ranks in GPU order,

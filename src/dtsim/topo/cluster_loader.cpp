@@ -26,7 +26,10 @@ double bus_efficiency(core::JsonReader& r) {
 }
 
 // One NVSwitch (or PCIe switch) per node, each GPU on its own port.
-void build_nodes(Cluster& cluster, core::JsonReader& intra) {
+// Each node's host CPU hangs off PCIe: through the root complex that joins the
+// GPUs (pcie kind), or beside the NVSwitch, one PCIe link per GPU. The
+// NVSwitch links are added first, so routes between GPUs of a node take them.
+void build_nodes(Cluster& cluster, core::JsonReader& intra, const HostLink& pcie) {
   std::string kind = intra.choice("kind", {"nvswitch", "pcie"});
   const bool nvswitch = kind == "nvswitch";
   BytesPerSecond bandwidth = intra.bandwidth("bandwidth");
@@ -35,14 +38,30 @@ void build_nodes(Cluster& cluster, core::JsonReader& intra) {
   intra.finish();
   for (int node = 0; node < cluster.nodes(); ++node) {
     VertexId hub = cluster.add_vertex({nvswitch ? VertexKind::kSwitch : VertexKind::kHost, node,
-                                       fmt::format("node{}.{}", node, nvswitch ? "nvswitch" : "pcie-root")});
+                                       fmt::format("node{}.{}", node, nvswitch ? "nvswitch" : "host")});
+    std::vector<VertexId> gpus;
     for (int local = 0; local < cluster.gpus_per_node(); ++local) {
       int gpu = node * cluster.gpus_per_node() + local;
       VertexId v = cluster.add_vertex({VertexKind::kGpu, node, fmt::format("node{}.gpu{}", node, local)});
       cluster.set_gpu_vertex(gpu, v);
       cluster.add_link(v, hub, nvswitch ? LinkKind::kNvLink : LinkKind::kPcie, bandwidth, latency, efficiency);
+      gpus.push_back(v);
     }
+    VertexId host = hub;
+    if (nvswitch) {
+      host = cluster.add_vertex({VertexKind::kHost, node, fmt::format("node{}.host", node)});
+      for (VertexId v : gpus) cluster.add_link(v, host, LinkKind::kPcie, pcie.bandwidth, pcie.latency, efficiency);
+    }
+    cluster.set_host_vertex(node, host);
   }
+}
+
+VertexId cluster_host(const Cluster& cluster, int node) {
+  for (VertexId v : boost::make_iterator_range(boost::vertices(cluster.fabric()))) {
+    const VertexInfo& info = cluster.fabric()[v];
+    if (info.kind == VertexKind::kHost && info.node == node) return v;
+  }
+  throw std::logic_error("node without a host vertex");
 }
 
 // NICs per node on PCIe, shared by GPUs in order; nodes_per_leaf nodes under
@@ -78,6 +97,9 @@ void build_fat_tree(Cluster& cluster, core::JsonReader& inter, const HostLink& p
       cluster.add_link(nic[static_cast<std::size_t>(i)], leaf[static_cast<std::size_t>(node / nodes_per_leaf)],
                        LinkKind::kNetwork, nic_bandwidth, latency, efficiency);
     }
+    for (VertexId n : nic) {
+      cluster.add_link(cluster_host(cluster, node), n, LinkKind::kPcie, pcie.bandwidth, pcie.latency, efficiency);
+    }
     const auto& gpus = gpus_by_node[static_cast<std::size_t>(node)];
     for (std::size_t local = 0; local < gpus.size(); ++local) {
       std::size_t n = local * static_cast<std::size_t>(nics) / gpus.size();
@@ -110,7 +132,7 @@ Cluster build_cluster(const nlohmann::json& document, const std::string& file, c
   }
   Cluster cluster(shape);
   core::JsonReader intra = r.object("intra_node");
-  build_nodes(cluster, intra);
+  build_nodes(cluster, intra, pcie);
 
   auto inter = r.optional_object("inter_node");
   if (inter) {
