@@ -22,6 +22,9 @@ bert-large_pcie-l40s_mirrored|simulate --model bert-large --cluster pcie-l40s --
 llama3-8b_superpod-h100x4_zero1|simulate --model llama3-8b --cluster superpod-h100 --nodes 4 --strategy zero1,gbs=256
 gpt3-1.3b_dgx-h100_one_device|simulate --model gpt3-1.3b --cluster dgx-h100 --strategy one_device,gbs=8
 llama2-70b_superpod-h100x8_megatron|simulate --model llama2-70b --cluster superpod-h100 --nodes 8 --strategy tp=8,pp=4,vpp=5,sp=on,recompute=selective,gbs=64
+bert-large_tpu-v4-64_tpu|simulate --model bert-large --cluster tpu-v4-64 --strategy tpu,mbs=32
+resnet50_dgx-a100_parameter_server|simulate --model resnet50 --cluster dgx-a100 --nodes 2 --strategy parameter_server,mbs=128,dtype=fp16
+mixtral-8x7b_superpod-h100x4_ep_cp|simulate --model mixtral-8x7b --cluster superpod-h100 --nodes 4 --strategy tp=2,cp=2,ep=4,pp=2,gbs=32,zero=1,recompute=full
 gpt3-175b_superpod-a100x16_1f1b_full|simulate --model gpt3-175b --cluster superpod-a100 --nodes 16 --strategy tp=8,pp=16,gbs=64,recompute=full,attention=standard,dtype=fp16
 CASES
 echo "updated $(ls tests/golden/*.json | wc -l) golden files"

@@ -73,3 +73,14 @@ TEST(Collective, GroupWithOneGpuPerNodeSharesNothing) {
   net::CollectiveCost cost = network.cost(net::CollectiveOp::kAllReduce, one_per_node, core::Bytes(1e9));
   EXPECT_DOUBLE_EQ(cost.bus_bandwidth.value(), 25e9 * 0.8);  // one 200 Gb/s HDR NIC per flow
 }
+
+TEST(Routing, TorusNeighboursAreOneHopAndWrapAround) {
+  topo::Cluster c = cluster("tpu-v4-64");
+  EXPECT_TRUE(c.torus());
+  EXPECT_EQ(c.route(0, 1).links.size(), 1u);
+  EXPECT_EQ(c.route(0, 3).links.size(), 1u);   // wrap-around in the first dimension
+  EXPECT_EQ(c.route(0, 48).links.size(), 1u);  // wrap-around in the third
+  EXPECT_EQ(c.route(0, 5).links.size(), 2u);
+  EXPECT_EQ(c.route(0, 42).links.size(), 6u);  // (2, 2, 2): the far corner, two hops per dimension
+  EXPECT_DOUBLE_EQ(c.route(0, 1).bottleneck.value(), 50e9);
+}

@@ -54,6 +54,36 @@ TEST(Strategy, BadInputIsOneLineNamingTheKey) {
   EXPECT_EQ(error_of("pp=3,dp=1"), "--strategy: /pp: expected a divisor of the model's 32 layers, got 3");
   EXPECT_EQ(error_of("dp=16"), "--strategy: /dp: needs 16 GPUs, the cluster has 8");
   EXPECT_EQ(error_of("oops"), "--strategy: unknown preset \"oops\"; presets: one_device, mirrored, multi_worker_mirrored, "
-                              "ddp, horovod, zero1, zero2, zero3, fsdp, parameter_server, central_storage");
+                              "ddp, horovod, zero1, zero2, zero3, fsdp, parameter_server, megatron, tpu, central_storage");
   EXPECT_EQ(error_of("tp=2", "resnet50"), "--strategy: /tp: tensor parallelism needs a transformer; resnet50 is a layer graph");
+}
+
+TEST(Strategy, MegatronPresetPutsTpInANodeAndPpAcrossNodes) {
+  hw::DeviceCatalog catalog;
+  model::Graph g = model::load_workload(std::string(DTSIM_SOURCE_DIR) + "/workloads/llama2-70b.json");
+  topo::Cluster c = topo::load_cluster(std::string(DTSIM_SOURCE_DIR) + "/topologies/superpod-h100.json", catalog, {16});
+  plan::ResolvedStrategy r = plan::resolve(plan::parse_strategy("megatron,gbs=64"), g, c);
+  EXPECT_EQ(r.s.tp, 8);   // 8 GPUs per node divide 64 heads
+  EXPECT_EQ(r.s.pp, 16);  // 16 nodes divide 80 layers
+  EXPECT_EQ(r.s.dp, 1);
+  EXPECT_TRUE(r.s.sp);
+}
+
+TEST(Strategy, PresetsThatNeedAShapeSayWhich) {
+  EXPECT_EQ(error_of("tpu"), "--strategy: /tpu: the tpu preset needs a torus cluster (intra_node kind \"torus\"); dgx-h100 is not one");
+  EXPECT_EQ(error_of("parameter_server,tp=2"), "--strategy: /ps: parameter servers serve data-parallel workers; tp, pp, cp and ep must be 1");
+  EXPECT_EQ(error_of("dtype=fp8,cp=3"), "--strategy: /cp: expected a divisor of the sequence length 4096, got 3");
+  EXPECT_EQ(error_of("ep=2"), "--strategy: /ep: expert parallelism needs an MoE model; llama2-7b is dense");
+}
+
+TEST(Strategy, ADtypeTheDeviceCannotRunIsRejected) {
+  hw::DeviceCatalog catalog;
+  model::Graph g = model::load_workload(std::string(DTSIM_SOURCE_DIR) + "/workloads/bert-large.json");
+  topo::Cluster tpu = topo::load_cluster(std::string(DTSIM_SOURCE_DIR) + "/topologies/tpu-v4-64.json", catalog);
+  try {
+    plan::resolve(plan::parse_strategy("dtype=fp16"), g, tpu);
+    FAIL();
+  } catch (const core::InputError& e) {
+    EXPECT_STREQ(e.what(), "--strategy: /dtype: the TPU-v4 has no fp16 units; it supports bf16");
+  }
 }

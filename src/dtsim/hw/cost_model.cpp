@@ -7,8 +7,7 @@ namespace dtsim::hw {
 core::Seconds CostModel::time(const OpWork& work, Dtype dtype) const {
   using core::Seconds;
   if (work.flops.value() <= 0 && work.bytes_moved.value() <= 0) return Seconds(0);
-  const core::FlopsPerSecond peak = device_.peak_for(dtype).value() > 0 ? device_.peak_for(dtype)
-                                                                        : device_.peak_for(Dtype::kFp32);
+  const core::FlopsPerSecond peak = device_.peak_for(dtype);  // the strategy checked it is not zero
   const Seconds compute = work.flops / (peak * efficiency_.gemm_fraction);
   const Seconds memory = work.bytes_moved / (device_.hbm_bandwidth * efficiency_.memory_fraction);
   switch (work.kind) {

@@ -61,6 +61,8 @@ std::optional<Dtype> parse_dtype(std::string_view text) {
 
 double activation_bytes(Dtype dtype) { return dtype == Dtype::kFp32 || dtype == Dtype::kTf32 ? 4.0 : 2.0; }
 
+// Zero peak means the device has no units for that dtype (V100: no bf16;
+// TPU v4: bf16 only); such a strategy is rejected, not silently slowed.
 // Link rates are per GPU per direction: NVIDIA's "600 GB/s NVLink" for the
 // A100 is the bidirectional total, 300 GB/s each way.
 DeviceCatalog::DeviceCatalog() {
@@ -82,6 +84,9 @@ DeviceCatalog::DeviceCatalog() {
       make("MI300X", "AMD", {163.4, 653.7, 1307.4, 1307.4, 2614.9}, Bytes(192 * kGB), 5300, 448, 64,
            "AMD Instinct MI300X datasheet (2023): 1,307 TFLOP/s bf16 dense, 192 GB HBM3 at 5.3 TB/s, "
            "896 GB/s Infinity Fabric aggregate"),
+      make("TPU-v4", "Google", {0, 0, 0, 275, 0}, Bytes(32 * kGiB), 1200, 300, 16,
+           "Google Cloud TPU v4 documentation and Jouppi et al., ISCA 2023: 275 TFLOP/s bf16, 32 GiB HBM2 at "
+           "1,200 GB/s, 6 ICI links of 50 GB/s each way (3D torus)"),
       make("L40S", "NVIDIA", {91.6, 183, 362, 362, 733}, Bytes(48 * kGB), 864, 0, 32,
            "NVIDIA L40S datasheet (2023): 362 TFLOP/s bf16 dense, 48 GB GDDR6 at 864 GB/s, PCIe Gen4 x16, no NVLink"),
   };

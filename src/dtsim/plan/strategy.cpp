@@ -33,6 +33,29 @@ bool on_off(std::string_view key, std::string_view value) {
   fail(key, fmt::format("expected on or off, got \"{}\"", value));
 }
 
+std::string supported_dtypes(const hw::Device& device) {
+  std::string out;
+  for (hw::Dtype d : {hw::Dtype::kFp32, hw::Dtype::kTf32, hw::Dtype::kFp16, hw::Dtype::kBf16, hw::Dtype::kFp8}) {
+    if (device.peak_for(d).value() > 0) out += (out.empty() ? "" : ", ") + std::string(hw::to_string(d));
+  }
+  return out;
+}
+
+// Megatron's usual layout: tensor parallelism across the GPUs of a node (as
+// many as divide the heads), pipeline stages across nodes (as many as divide
+// the layers), data parallelism over what is left.
+void megatron_layout(Strategy& s, const model::Graph& graph, const topo::Cluster& cluster) {
+  if (!graph.transformer) fail("tp", fmt::format("the megatron preset needs a transformer; {} is a layer graph", graph.name));
+  const auto& t = *graph.transformer;
+  auto largest_divisor = [](std::int64_t of, int at_most) {
+    int best = 1;
+    for (int d = 1; d <= at_most; ++d) best = of % d == 0 ? d : best;
+    return best;
+  };
+  if (s.tp == 1) s.tp = largest_divisor(t.heads, cluster.gpus_per_node());
+  if (s.pp == 1) s.pp = largest_divisor(t.layers, cluster.nodes());
+}
+
 }  // namespace
 
 std::string_view strategy_keys() { return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps"; }
@@ -52,6 +75,10 @@ const std::vector<Preset>& presets() {
       {"parameter_server", "sync=off",
        "asynchronous workers push gradients to and pull weights from one PS shard per node, on the hosts' CPUs "
        "(tf.distribute.experimental.ParameterServerStrategy)"},
+      {"megatron", "sp=on,recompute=selective",
+       "Megatron-LM: tp over the GPUs of a node, pp over nodes, dp over the rest, sequence parallel, "
+       "selective recomputation"},
+      {"tpu", "overlap=on", "data parallelism on a TPU torus: gradients all-reduced around the torus rings"},
       {"central_storage", "sync=on",
        "one node; weights on the host CPU, gradients reduced to it over PCIe, weights sent back every step "
        "(tf.distribute.experimental.CentralStorageStrategy)"},
@@ -79,6 +106,8 @@ Strategy parse_strategy(std::string_view text) {
     base.one_node = s.one_node;
     if (first == "parameter_server") base.ps = -1;
     if (first == "central_storage") base.ps = 1;
+    base.megatron_layout = first == "megatron";
+    base.torus_only = first == "tpu";
     s = base;
     text = rest;
   }
@@ -151,6 +180,14 @@ Strategy parse_strategy(std::string_view text) {
 ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, const topo::Cluster& cluster) {
   ResolvedStrategy r{strategy, 1, 1};
   Strategy& s = r.s;
+  if (cluster.device().peak_for(s.dtype).value() <= 0) {
+    fail("dtype", fmt::format("the {} has no {} units; it supports {}", cluster.device().name, hw::to_string(s.dtype),
+                              supported_dtypes(cluster.device())));
+  }
+  if (s.torus_only && !cluster.torus()) {
+    fail("tpu", fmt::format("the tpu preset needs a torus cluster (intra_node kind \"torus\"); {} is not one", cluster.name()));
+  }
+  if (s.megatron_layout) megatron_layout(s, graph, cluster);
   const int available = s.one_node ? cluster.gpus_per_node() : cluster.gpu_count();
   const int model_parallel = s.tp * s.cp * s.ep * s.pp;
 

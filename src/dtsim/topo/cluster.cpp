@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include <boost/graph/breadth_first_search.hpp>
+#include <boost/graph/filtered_graph.hpp>
 
 namespace dtsim::topo {
 namespace {
@@ -14,9 +15,20 @@ struct RecordTreeEdge {
   using event_filter = boost::on_tree_edge;
   std::vector<Fabric::edge_descriptor>* reached_by;
   std::vector<bool>* seen;
-  void operator()(Fabric::edge_descriptor e, const Fabric& g) const {
+  template <class Graph>
+  void operator()(Fabric::edge_descriptor e, const Graph& g) const {
     (*reached_by)[boost::target(e, g)] = e;
     (*seen)[boost::target(e, g)] = true;
+  }
+};
+
+// Host CPUs end routes but never relay them: a GPU-host-GPU detour over PCIe
+// is fewer hops than a torus path, and no real traffic takes it.
+struct NoRelayThroughHosts {
+  const Fabric* fabric = nullptr;
+  VertexId source = 0, target = 0;
+  bool operator()(VertexId v) const {
+    return v == source || v == target || (*fabric)[v].kind != VertexKind::kHost;
   }
 };
 
@@ -59,7 +71,9 @@ Route Cluster::route(int from, int to) const {
   std::vector<bool> seen(boost::num_vertices(*fabric_), false);
   seen[source] = true;
   auto recorder = boost::make_bfs_visitor(RecordTreeEdge{&reached_by, &seen});
-  boost::breadth_first_search(*fabric_, source, boost::visitor(recorder));
+  boost::filtered_graph<Fabric, boost::keep_all, NoRelayThroughHosts> usable(
+      *fabric_, boost::keep_all(), NoRelayThroughHosts{fabric_.get(), source, target});
+  boost::breadth_first_search(usable, source, boost::visitor(recorder).vertex_index_map(boost::get(boost::vertex_index, *fabric_)));
   if (!seen[target]) throw std::logic_error("cluster fabric is disconnected between two endpoints");
 
   for (VertexId v = target; v != source; v = boost::source(reached_by[v], *fabric_)) {

@@ -50,6 +50,7 @@ class Cluster {
     hw::Device device;
     int nodes = 1;
     int gpus_per_node = 1;
+    bool torus = false;  ///< chips linked to their neighbours (TPU), no switch
   };
 
   explicit Cluster(Shape shape);
@@ -65,6 +66,7 @@ class Cluster {
   [[nodiscard]] const std::string& source() const { return shape_.source; }
   [[nodiscard]] const hw::Device& device() const { return shape_.device; }
   [[nodiscard]] int nodes() const { return shape_.nodes; }
+  [[nodiscard]] bool torus() const { return shape_.torus; }
   [[nodiscard]] int gpus_per_node() const { return shape_.gpus_per_node; }
   [[nodiscard]] int gpu_count() const { return shape_.nodes * shape_.gpus_per_node; }
   [[nodiscard]] int node_of(int gpu) const { return gpu / shape_.gpus_per_node; }

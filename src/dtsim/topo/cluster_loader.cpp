@@ -26,19 +26,68 @@ double bus_efficiency(core::JsonReader& r) {
 }
 
 // One NVSwitch (or PCIe switch) per node, each GPU on its own port.
-// Each node's host CPU hangs off PCIe: through the root complex that joins the
-// GPUs (pcie kind), or beside the NVSwitch, one PCIe link per GPU. The
+// Each node's host CPU hangs off PCIe: on the PCIe switch that joins the GPUs
+// (pcie kind), or beside the NVSwitch, one PCIe link per GPU. The
 // NVSwitch links are added first, so routes between GPUs of a node take them.
+// A TPU-style torus: the node's chips on a grid of `dims` (product =
+// gpus_per_node), each linked to its neighbour in every dimension, wrapping
+// around; the host sits on PCIe beside them.
+void build_torus(Cluster& cluster, core::JsonReader& intra, const HostLink& pcie) {
+  std::vector<int> dims;
+  for (const auto& d : intra.raw().at("dims")) {
+    if (!d.is_number_integer() || d.get<int>() < 1) intra.fail("dims", "expected a list of positive integers like [4, 4, 4]");
+    dims.push_back(d.get<int>());
+  }
+  intra.ignore("dims");
+  int product = 1;
+  for (int d : dims) product *= d;
+  if (dims.empty() || product != cluster.gpus_per_node()) {
+    intra.fail("dims", fmt::format("expected dimensions whose product is the {} chips per node, got {}",
+                                   cluster.gpus_per_node(), product));
+  }
+  const BytesPerSecond bandwidth = intra.bandwidth("bandwidth");
+  const Seconds latency = intra.duration("latency");
+  const double efficiency = bus_efficiency(intra);
+  intra.finish();
+  for (int node = 0; node < cluster.nodes(); ++node) {
+    std::vector<VertexId> chips;
+    for (int i = 0; i < product; ++i) {
+      chips.push_back(cluster.add_vertex({VertexKind::kGpu, node, fmt::format("node{}.chip{}", node, i)}));
+      cluster.set_gpu_vertex(node * product + i, chips.back());
+    }
+    int stride = 1;
+    for (int d : dims) {
+      for (int i = 0; i < product; ++i) {
+        const int coordinate = (i / stride) % d;
+        const int neighbour = i + (((coordinate + 1) % d) - coordinate) * stride;
+        if (d > 2 || coordinate == 0) {  // a ring of two is one link, not two
+          if (d > 1) cluster.add_link(chips[static_cast<std::size_t>(i)], chips[static_cast<std::size_t>(neighbour)],
+                                      LinkKind::kNvLink, bandwidth, latency, efficiency);
+        }
+      }
+      stride *= d;
+    }
+    VertexId host = cluster.add_vertex({VertexKind::kHost, node, fmt::format("node{}.host", node)});
+    for (VertexId v : chips) cluster.add_link(v, host, LinkKind::kPcie, pcie.bandwidth, pcie.latency, efficiency);
+    cluster.set_host_vertex(node, host);
+  }
+}
+
 void build_nodes(Cluster& cluster, core::JsonReader& intra, const HostLink& pcie) {
-  std::string kind = intra.choice("kind", {"nvswitch", "pcie"});
+  if (intra.has("kind") && intra.raw().at("kind") == "torus") {
+    intra.ignore("kind");
+    build_torus(cluster, intra, pcie);
+    return;
+  }
+  std::string kind = intra.choice("kind", {"nvswitch", "pcie", "torus"});
   const bool nvswitch = kind == "nvswitch";
   BytesPerSecond bandwidth = intra.bandwidth("bandwidth");
   Seconds latency = intra.duration("latency");
   const double efficiency = bus_efficiency(intra);
   intra.finish();
   for (int node = 0; node < cluster.nodes(); ++node) {
-    VertexId hub = cluster.add_vertex({nvswitch ? VertexKind::kSwitch : VertexKind::kHost, node,
-                                       fmt::format("node{}.{}", node, nvswitch ? "nvswitch" : "host")});
+    VertexId hub = cluster.add_vertex({VertexKind::kSwitch, node,
+                                       fmt::format("node{}.{}", node, nvswitch ? "nvswitch" : "pcie-switch")});
     std::vector<VertexId> gpus;
     for (int local = 0; local < cluster.gpus_per_node(); ++local) {
       int gpu = node * cluster.gpus_per_node() + local;
@@ -47,10 +96,11 @@ void build_nodes(Cluster& cluster, core::JsonReader& intra, const HostLink& pcie
       cluster.add_link(v, hub, nvswitch ? LinkKind::kNvLink : LinkKind::kPcie, bandwidth, latency, efficiency);
       gpus.push_back(v);
     }
-    VertexId host = hub;
+    VertexId host = cluster.add_vertex({VertexKind::kHost, node, fmt::format("node{}.host", node)});
     if (nvswitch) {
-      host = cluster.add_vertex({VertexKind::kHost, node, fmt::format("node{}.host", node)});
       for (VertexId v : gpus) cluster.add_link(v, host, LinkKind::kPcie, pcie.bandwidth, pcie.latency, efficiency);
+    } else {
+      cluster.add_link(hub, host, LinkKind::kPcie, pcie.bandwidth, pcie.latency, efficiency);
     }
     cluster.set_host_vertex(node, host);
   }
@@ -130,8 +180,9 @@ Cluster build_cluster(const nlohmann::json& document, const std::string& file, c
     pcie.latency = p->duration("latency");
     p->finish();
   }
-  Cluster cluster(shape);
   core::JsonReader intra = r.object("intra_node");
+  shape.torus = intra.has("kind") && intra.raw().at("kind") == "torus";
+  Cluster cluster(shape);
   build_nodes(cluster, intra, pcie);
 
   auto inter = r.optional_object("inter_node");
