@@ -46,7 +46,7 @@ TEST(MegatronSc21, PredictedTflopsPerGpuWithinTenPercentOnAverage) {
                                                  {"heads", heads}, {"vocab", static_cast<int>(vocab)},
                                                  {"seq_len", static_cast<int>(seq)}, {"positions", "learned"}}
                                       .dump();
-    std::string strategy = fmt::format("tp={},pp={},gbs={},mbs=1,dtype=fp16,recompute=full,attention=standard,overlap=off{}", tp, pp,
+    std::string strategy = fmt::format("tp={},pp={},gbs={},mbs=1,dtype=fp16,recompute=full,attention=standard,overlap=off,p2p_overlap=off{}", tp, pp,
                                        batch, vpp > 1 ? fmt::format(",vpp={}", vpp) : std::string());
     driver::Simulation sim =
         driver::simulate({model_file.string(), "superpod-a100", strategy, gpus / 8, std::nullopt, std::nullopt, false, {}});
@@ -63,9 +63,9 @@ TEST(MegatronSc21, PredictedTflopsPerGpuWithinTenPercentOnAverage) {
   }
   const double mean = total_error / rows;
   fmt::print("mean absolute error over {} rows: {:.1f}%\n", rows, 100 * mean);
-  // Issue 3's goal is 10%; today's model reaches 10.4% (README, "Validation").
+  // Issue 3's goal is 10%; today's model reaches 10.1% (README, "Validation").
   // This bound guards against regressions until the goal is met.
-  EXPECT_LE(mean, 0.11);
+  EXPECT_LE(mean, 0.105);
 }
 
 }  // namespace

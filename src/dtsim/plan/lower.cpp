@@ -47,6 +47,7 @@ class Lowering {
     int tp_group = -1, cp_group = -1, ep_group = -1, dp_group = -1, expert_dp_group = -1;
     std::int64_t tp_calls = 0, cp_calls = 0, ep_calls = 0, dp_calls = 0;
     TaskRef last_compute;
+    TaskRef unfinished_send;  // with blocking transfers, the next compute waits for it
     std::vector<std::uint32_t> grad_comms;
   };
 
@@ -181,7 +182,8 @@ class Lowering {
       task.layer = layer;
       if (first_compute) task.alloc_at_start = backward ? (full ? saved : Bytes(0)) : kept;
       if (backward && i == last_compute_index) task.free_at_end = full ? saved + kept : saved;
-      s.last_compute = add_task(task, {pending, gathered});
+      s.last_compute = add_task(task, {pending, gathered, s.unfinished_send});
+      s.unfinished_send.reset();
       pending = overlapped;
       overlapped.reset();
       gathered.reset();
@@ -214,8 +216,9 @@ class Lowering {
       recv.reset();
     }
     if (v < virtual_stages_ - 1) {
-      comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v), p2p_tag(mb, v, false), boundary_bytes(),
-           Phase::kForward, mb, -1, {s.last_compute});
+      TaskRef send = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v), p2p_tag(mb, v, false),
+                          boundary_bytes(), Phase::kForward, mb, -1, {s.last_compute});
+      if (!r_.s.p2p_overlap) s.unfinished_send = send;
     }
   }
 
@@ -277,8 +280,9 @@ class Lowering {
       for (auto [layer, bytes] : b.held) s.grad_comms.push_back(reduce(s, b.experts, bytes, mb, layer));
     }
     if (v > 0) {
-      comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v - 1), p2p_tag(mb, v - 1, true), boundary_bytes(),
-           Phase::kBackward, mb, -1, {s.last_compute});
+      TaskRef send = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v - 1), p2p_tag(mb, v - 1, true),
+                          boundary_bytes(), Phase::kBackward, mb, -1, {s.last_compute});
+      if (!r_.s.p2p_overlap) s.unfinished_send = send;
     }
   }
 

@@ -58,7 +58,7 @@ void megatron_layout(Strategy& s, const model::Graph& graph, const topo::Cluster
 
 }  // namespace
 
-std::string_view strategy_keys() { return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps"; }
+std::string_view strategy_keys() { return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps, p2p_overlap"; }
 
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> table = {
@@ -137,6 +137,7 @@ Strategy parse_strategy(std::string_view text) {
     else if (key == "gbs") s.gbs = positive(key, value);
     else if (key == "zero") s.zero = positive(key, value, 0);
     else if (key == "overlap") s.overlap = on_off(key, value);
+    else if (key == "p2p_overlap") s.p2p_overlap = on_off(key, value);
     else if (key == "dtype") {
       auto d = hw::parse_dtype(value);
       if (!d) fail(key, fmt::format("expected one of fp32, tf32, fp16, bf16, fp8, got \"{}\"", value));

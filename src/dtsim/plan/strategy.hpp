@@ -29,6 +29,9 @@ struct Strategy {
   int gbs = 0;   ///< global batch, samples; 0: dp*mbs (one micro-batch per step)
   hw::Dtype dtype = hw::Dtype::kBf16;
   bool overlap = true;  ///< overlap gradient communication with the backward pass
+  /// Pipeline sends overlap the sender's next compute (off: the sender waits
+  /// until its peer has received, as Megatron-LM's 2021 blocking transfers did).
+  bool p2p_overlap = true;
   int zero = 0;         ///< ZeRO stage 0..3
   bool sp = false;      ///< Megatron sequence parallelism (needs tp > 1)
   Schedule schedule = Schedule::kOneFOneB;
