@@ -323,6 +323,24 @@ class Lowering {
     return params;
   }
 
+  // Buffers the communication libraries hold beside the model: FSDP's gathered
+  // weights of the running and the prefetched layer, the fusion buffer of an
+  // all-reduce over buckets, and a send and a receive buffer per pipeline link.
+  Bytes communication_buffers(int p) const {
+    Bytes buffers;
+    if (sharded_params()) {
+      Bytes largest;
+      for (int chunk = 0; chunk < r_.s.vpp; ++chunk) {
+        for (int layer : layers_of(p, chunk)) largest = std::max(largest, weight_bytes(layer));
+      }
+      buffers += largest * 2.0;
+    } else if (replicas() > 1) {
+      buffers += r_.s.bucket;
+    }
+    if (r_.s.pp > 1) buffers += boundary_bytes() * 4.0;  // send and receive, activations and gradients
+    return buffers;
+  }
+
   void lower_rank(const Coord& x) {
     RankState s;
     s.rank = layout_.rank(x);
@@ -337,7 +355,9 @@ class Lowering {
     }
     const int p = x.p;
     const double params = stage_params(p);
-    tg_.simulated.push_back({s.rank, p, static_memory(params, r_)});
+    StaticMemory memory = static_memory(params, r_);
+    memory.other += communication_buffers(p);
+    tg_.simulated.push_back({s.rank, p, memory});
     const int m = r_.micro_batches;
     std::vector<int> backwards_left(static_cast<std::size_t>(r_.s.vpp), m);
     for (const PassStep& step : stage_order(r_.s.schedule, p, r_.s.pp, m, r_.s.vpp)) {

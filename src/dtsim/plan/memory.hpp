@@ -21,6 +21,8 @@ struct BytesPerParam {
   double grads;
   double optimizer;
 };
+// StaticMemory::other = kContextAllowanceBytes + the communication buffers
+// the lowering adds (plan/lower.cpp, communication_buffers).
 BytesPerParam bytes_per_param(hw::Dtype dtype);
 
 /// Parameters a rank holds of one op: sharded ops divide by tp, experts by ep.
