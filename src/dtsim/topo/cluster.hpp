@@ -61,6 +61,7 @@ class Cluster {
                 double efficiency);
   void set_gpu_vertex(int gpu, VertexId vertex);
   void set_host_vertex(int node, VertexId vertex);
+  [[nodiscard]] VertexId host_vertex(int node) const { return host_vertex_.at(static_cast<std::size_t>(node)); }
 
   [[nodiscard]] const std::string& name() const { return shape_.name; }
   [[nodiscard]] const std::string& source() const { return shape_.source; }

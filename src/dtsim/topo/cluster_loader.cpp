@@ -106,14 +106,6 @@ void build_nodes(Cluster& cluster, core::JsonReader& intra, const HostLink& pcie
   }
 }
 
-VertexId cluster_host(const Cluster& cluster, int node) {
-  for (VertexId v : boost::make_iterator_range(boost::vertices(cluster.fabric()))) {
-    const VertexInfo& info = cluster.fabric()[v];
-    if (info.kind == VertexKind::kHost && info.node == node) return v;
-  }
-  throw std::logic_error("node without a host vertex");
-}
-
 // NICs per node on PCIe, shared by GPUs in order; nodes_per_leaf nodes under
 // each leaf switch; leaves joined by one spine whose uplinks carry the leaf's
 // NIC bandwidth divided by the oversubscription ratio.
@@ -148,7 +140,7 @@ void build_fat_tree(Cluster& cluster, core::JsonReader& inter, const HostLink& p
                        LinkKind::kNetwork, nic_bandwidth, latency, efficiency);
     }
     for (VertexId n : nic) {
-      cluster.add_link(cluster_host(cluster, node), n, LinkKind::kPcie, pcie.bandwidth, pcie.latency, efficiency);
+      cluster.add_link(cluster.host_vertex(node), n, LinkKind::kPcie, pcie.bandwidth, pcie.latency, efficiency);
     }
     const auto& gpus = gpus_by_node[static_cast<std::size_t>(node)];
     for (std::size_t local = 0; local < gpus.size(); ++local) {
