@@ -91,3 +91,13 @@ TEST(CliErrors, WorkerSpeedCountMustMatchTheGpus) {
                   "--worker-speed: expected 8 speeds (one per GPU used), got 2");
 }
 }  // namespace
+
+namespace {
+TEST(CliErrors, CollectiveRejectsUnknownOpsAndAlgorithms) {
+  expect_one_line("collective --op all_reduse",
+                  "--op: expected all_reduce, reduce_scatter, all_gather, broadcast, all_to_all or send_recv, got \"all_reduse\"");
+  expect_one_line("collective --algorithm bruck",
+                  "--algorithm: expected auto, ring, tree, halving_doubling, direct or nvls, got \"bruck\"");
+  expect_one_line("collective --sizes 8:8GiB", "--sizes: expected a size like \"80 GiB\", got \"8\" (a range is written 8B:8GiB)");
+}
+}  // namespace

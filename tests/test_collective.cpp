@@ -84,3 +84,39 @@ TEST(Routing, TorusNeighboursAreOneHopAndWrapAround) {
   EXPECT_EQ(c.route(0, 42).links.size(), 6u);  // (2, 2, 2): the far corner, two hops per dimension
   EXPECT_DOUBLE_EQ(c.route(0, 1).bottleneck.value(), 50e9);
 }
+
+// Tree and halving-doubling pay log2(n) latencies where the ring pays n-1.
+TEST(Collective, TreeAndHalvingDoublingLatencyGrowsWithLog2OfTheGroup) {
+  topo::Cluster c = cluster("dgx-h100", 8);
+  net::Network network(c, {});
+  const core::Bytes tiny(8);
+  auto time = [&](net::Algorithm a, int n) {
+    std::vector<int> gpus;
+    for (int i = 0; i < n; ++i) gpus.push_back(8 * i);  // one GPU per node: flat, across the fabric
+    return network.cost(net::CollectiveOp::kAllReduce, gpus, tiny, a).time.value();
+  };
+  const double alpha = 4e-6;  // GPU-NIC-leaf-NIC-GPU
+  EXPECT_NEAR(time(net::Algorithm::kHalvingDoubling, 8), 2 * 3 * alpha, 1e-8);
+  EXPECT_NEAR(time(net::Algorithm::kTree, 8), 2 * 3 * alpha, 1e-8);
+  EXPECT_NEAR(time(net::Algorithm::kRing, 8), 2 * 7 * alpha, 1e-8);
+  EXPECT_NEAR(time(net::Algorithm::kHalvingDoubling, 4) / time(net::Algorithm::kHalvingDoubling, 8), 2.0 / 3.0, 1e-3);
+}
+
+TEST(Collective, HalvingDoublingMovesWhatTheRingMoves) {
+  topo::Cluster c = cluster("dgx-h100");
+  net::Network network(c, {});
+  const core::Bytes big(1e10);
+  auto gpus = first(8);
+  const double ring = network.cost(net::CollectiveOp::kAllReduce, gpus, big, net::Algorithm::kRing).time.value();
+  const double hd = network.cost(net::CollectiveOp::kAllReduce, gpus, big, net::Algorithm::kHalvingDoubling).time.value();
+  EXPECT_NEAR(hd / ring, 1.0, 1e-3);
+}
+
+TEST(Collective, AutoTakesTheTreeForSmallMessagesAndTheRingForLargeOnes) {
+  topo::Cluster c = cluster("dgx-h100", 16);
+  net::Network network(c, {});
+  std::vector<int> gpus;
+  for (int i = 0; i < 16; ++i) gpus.push_back(8 * i);
+  EXPECT_EQ(network.cost(net::CollectiveOp::kAllReduce, gpus, core::Bytes(1024)).algorithm, net::Algorithm::kTree);
+  EXPECT_EQ(network.cost(net::CollectiveOp::kAllReduce, gpus, core::Bytes(1e9)).algorithm, net::Algorithm::kRing);
+}

@@ -25,6 +25,19 @@ struct SimulateOptions {
 void add_simulate(CLI::App& app, SimulateOptions& options);
 int run_simulate(const SimulateOptions& options, std::ostream& out);
 
+struct CollectiveOptions {
+  std::string cluster = "dgx-h100";
+  std::optional<int> nodes;
+  std::string op = "all_reduce";
+  std::optional<int> group;
+  std::string sizes = "8B:8GiB";
+  std::string algorithm = "auto";
+  bool json = false;
+};
+
+void add_collective(CLI::App& app, CollectiveOptions& options);
+int run_collective(const CollectiveOptions& options, std::ostream& out);
+
 void add_list(CLI::App& app);
 int run_list(std::ostream& out);
 

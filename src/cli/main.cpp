@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   dtsim::cli::SimulateOptions simulate;
   dtsim::cli::add_simulate(app, simulate);
+  dtsim::cli::CollectiveOptions collective;
+  dtsim::cli::add_collective(app, collective);
   dtsim::cli::add_list(app);
   try {
     app.parse(argc, argv);
@@ -24,6 +26,7 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("simulate")) return dtsim::cli::run_simulate(simulate, std::cout);
     if (app.got_subcommand("list")) return dtsim::cli::run_list(std::cout);
+    if (app.got_subcommand("collective")) return dtsim::cli::run_collective(collective, std::cout);
   } catch (const dtsim::core::InputError& e) {
     std::fprintf(stderr, "dtsim: %s\n", e.what());
     return 2;

@@ -59,7 +59,7 @@ Simulation simulate(const SimulationRequest& request) {
     efficiency = profile.efficiency;
   }
   hw::CostModel cost_model(cluster.device(), efficiency);
-  net::Network network(cluster, {});
+  net::Network network(cluster, {1.0, *net::parse_algorithm(strategy.s.collective)});
 
   if (!request.worker_speed.empty()) {
     if (static_cast<int>(request.worker_speed.size()) != strategy.world) {

@@ -57,7 +57,7 @@ CollectiveCost Network::flat_ring(CollectiveOp op, const std::vector<std::vector
     n = std::max(n, ring.size());
     for (std::size_t i = 0; i < ring.size() && ring.size() > 1; ++i) flows.emplace_back(ring[i], ring[(i + 1) % ring.size()]);
   }
-  if (n <= 1) return {Seconds(0), BytesPerSecond(0), false};
+  if (n <= 1) return {Seconds(0), BytesPerSecond(0), false, Algorithm::kRing};
   const StepCost step = concurrent(flows);
   const BytesPerSecond bandwidth = step.per_flow_bandwidth;
   const double nd = static_cast<double>(n);
@@ -71,11 +71,15 @@ CollectiveCost Network::flat_ring(CollectiveOp op, const std::vector<std::vector
     case CollectiveOp::kRingExchange: per_rank = bytes; steps = 1; break;
     default: break;
   }
-  return {per_rank / bandwidth + step.latency * steps, step.per_flow_bandwidth, false};
+  return {per_rank / bandwidth + step.latency * steps, step.per_flow_bandwidth, false, Algorithm::kRing};
 }
 
 CollectiveCost Network::cost(CollectiveOp op, std::span<const int> gpus, Bytes bytes) const {
-  if (gpus.size() <= 1 || bytes.value() <= 0) return {Seconds(0), BytesPerSecond(0), false};
+  return cost(op, gpus, bytes, options_.algorithm);
+}
+
+CollectiveCost Network::cost(CollectiveOp op, std::span<const int> gpus, Bytes bytes, Algorithm algorithm) const {
+  if (gpus.size() <= 1 || bytes.value() <= 0) return {Seconds(0), BytesPerSecond(0), false, Algorithm::kRing};
   if (op == CollectiveOp::kSendRecv) {
     return flat_ring(op, {{gpus[0], gpus[1]}}, bytes);
   }
@@ -85,7 +89,7 @@ CollectiveCost Network::cost(CollectiveOp op, std::span<const int> gpus, Bytes b
   if (op == CollectiveOp::kAllToAll) {
     // Pairwise exchange: in step i every rank sends its 1/n share to rank (r + i) mod n.
     const std::size_t n = gpus.size();
-    CollectiveCost total{Seconds(0), BytesPerSecond(std::numeric_limits<double>::infinity()), false};
+    CollectiveCost total{Seconds(0), BytesPerSecond(std::numeric_limits<double>::infinity()), false, Algorithm::kDirect};
     for (std::size_t i = 1; i < n; ++i) {
       std::vector<std::pair<int, int>> flows;
       for (std::size_t r = 0; r < n; ++r) flows.emplace_back(gpus[r], gpus[(r + i) % n]);
@@ -101,7 +105,7 @@ CollectiveCost Network::cost(CollectiveOp op, std::span<const int> gpus, Bytes b
   const std::size_t per_node = by_node.begin()->second.size();
   const bool balanced = std::all_of(by_node.begin(), by_node.end(), [&](const auto& kv) { return kv.second.size() == per_node; });
   if (by_node.size() == 1 || per_node == 1 || !balanced || op == CollectiveOp::kBroadcast) {
-    return flat_ring(op, {std::vector<int>(gpus.begin(), gpus.end())}, bytes);
+    return best_flat(op, {std::vector<int>(gpus.begin(), gpus.end())}, bytes, algorithm);
   }
 
   std::vector<std::vector<int>> intra, inter(per_node);
@@ -110,15 +114,20 @@ CollectiveCost Network::cost(CollectiveOp op, std::span<const int> gpus, Bytes b
     for (std::size_t j = 0; j < per_node; ++j) inter[j].push_back(members[j]);
   }
   const Bytes shard = bytes / static_cast<double>(per_node);
-  CollectiveCost total{Seconds(0), BytesPerSecond(0), true};
+  // Inside nodes the algorithm as asked (NVLS reduces only whole buffers, so
+  // its hierarchical phases run as rings); across nodes, the k parallel groups.
+  CollectiveCost total{Seconds(0), BytesPerSecond(0), true, algorithm};
+  const Algorithm inner = algorithm == Algorithm::kNvls ? Algorithm::kRing : algorithm;
   auto add = [&](CollectiveOp step_op, const std::vector<std::vector<int>>& rings, Bytes b) {
-    CollectiveCost c = flat_ring(step_op, rings, b);
+    CollectiveCost c = best_flat(step_op, rings, b, inner);
+    if (algorithm == Algorithm::kAuto && &rings == &inter) total.algorithm = c.algorithm;
     total.time += c.time;
     total.bus_bandwidth = total.bus_bandwidth.value() == 0 ? c.bus_bandwidth : std::min(total.bus_bandwidth, c.bus_bandwidth);
   };
   if (op != CollectiveOp::kAllGather) add(CollectiveOp::kReduceScatter, intra, bytes);
   add(op, inter, shard);
   if (op != CollectiveOp::kReduceScatter) add(CollectiveOp::kAllGather, intra, bytes);
+  if (total.algorithm == Algorithm::kAuto) total.algorithm = Algorithm::kRing;
   return total;
 }
 

@@ -51,6 +51,7 @@ class Cluster {
     int nodes = 1;
     int gpus_per_node = 1;
     bool torus = false;  ///< chips linked to their neighbours (TPU), no switch
+    bool nvls = false;   ///< the NVSwitches reduce in the switch (NVLink SHARP, Hopper and later)
   };
 
   explicit Cluster(Shape shape);
@@ -68,6 +69,7 @@ class Cluster {
   [[nodiscard]] const hw::Device& device() const { return shape_.device; }
   [[nodiscard]] int nodes() const { return shape_.nodes; }
   [[nodiscard]] bool torus() const { return shape_.torus; }
+  [[nodiscard]] bool nvls() const { return shape_.nvls; }
   [[nodiscard]] int gpus_per_node() const { return shape_.gpus_per_node; }
   [[nodiscard]] int gpu_count() const { return shape_.nodes * shape_.gpus_per_node; }
   [[nodiscard]] int node_of(int gpu) const { return gpu / shape_.gpus_per_node; }

@@ -174,6 +174,7 @@ Cluster build_cluster(const nlohmann::json& document, const std::string& file, c
   }
   core::JsonReader intra = r.object("intra_node");
   shape.torus = intra.has("kind") && intra.raw().at("kind") == "torus";
+  shape.nvls = intra.boolean_or("nvls", false);
   Cluster cluster(shape);
   build_nodes(cluster, intra, pcie);
 
