@@ -1,5 +1,7 @@
 // Every kind of bad input named in the README gets one line naming the file,
 // the field and what was expected, and exit code 2.
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "cli_runner.hpp"
@@ -99,5 +101,20 @@ TEST(CliErrors, CollectiveRejectsUnknownOpsAndAlgorithms) {
   expect_one_line("collective --algorithm bruck",
                   "--algorithm: expected auto, ring, tree, halving_doubling, direct or nvls, got \"bruck\"");
   expect_one_line("collective --sizes 8:8GiB", "--sizes: expected a size like \"80 GiB\", got \"8\" (a range is written 8B:8GiB)");
+}
+}  // namespace
+
+namespace {
+TEST(CliCompare, ExitCodesFollowTheTolerance) {
+  const std::string a = (std::filesystem::temp_directory_path() / "dtsim_compare_a.json").string();
+  const std::string b = (std::filesystem::temp_directory_path() / "dtsim_compare_b.json").string();
+  ASSERT_EQ(run_dtsim("simulate --strategy zero2 --json > " + a).exit_code, 0);
+  ASSERT_EQ(run_dtsim("simulate --strategy zero2,bucket=50MiB --json > " + b).exit_code, 0);
+  EXPECT_EQ(run_dtsim("compare " + a + " " + a).exit_code, 0);
+  EXPECT_EQ(run_dtsim("compare " + a + " " + b + " --tolerance 50%").exit_code, 1);  // the strategy differs
+  expect_one_line("compare " + a + " " + kInputs + "h100_profile.json",
+                  kInputs + "h100_profile.json: /schema: expected a dtsim report (\"schema\": \"dtsim.report/1\"), as "
+                            "simulate --json writes");
+  expect_one_line("compare " + a + " " + a + " --tolerance five", "--tolerance: expected a tolerance like 5% or 0.05, got \"five\"");
 }
 }  // namespace

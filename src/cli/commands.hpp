@@ -38,6 +38,15 @@ struct CollectiveOptions {
 void add_collective(CLI::App& app, CollectiveOptions& options);
 int run_collective(const CollectiveOptions& options, std::ostream& out);
 
+struct CompareOptions {
+  std::string before;
+  std::string after;
+  std::string tolerance = "5%";
+};
+
+void add_compare(CLI::App& app, CompareOptions& options);
+int run_compare(const CompareOptions& options, std::ostream& out);
+
 void add_list(CLI::App& app);
 int run_list(std::ostream& out);
 

@@ -1,0 +1,62 @@
+// `dtsim compare a.json b.json --tolerance 5%`: a regression check between two
+// saved reports. Exit 0 within the tolerance, 1 past it, 2 for bad input.
+#include <charconv>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "cli/commands.hpp"
+#include "dtsim/core/input_error.hpp"
+#include "dtsim/core/json_reader.hpp"
+#include "dtsim/report/compare.hpp"
+
+namespace dtsim::cli {
+namespace {
+
+double parse_tolerance(std::string text) {
+  const bool percent = !text.empty() && text.back() == '%';
+  if (percent) text.pop_back();
+  double v = -1;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || v < 0) {
+    throw core::InputError("--tolerance", "", fmt::format("expected a tolerance like 5% or 0.05, got \"{}\"", text));
+  }
+  return percent ? v / 100 : v;
+}
+
+nlohmann::json load_report(const std::string& path) {
+  nlohmann::json report = core::load_json_file(path);
+  if (!report.is_object() || report.value("schema", "") != "dtsim.report/1") {
+    throw core::InputError(path, "/schema", "expected a dtsim report (\"schema\": \"dtsim.report/1\"), as simulate --json writes");
+  }
+  return report;
+}
+
+}  // namespace
+
+void add_compare(CLI::App& app, CompareOptions& o) {
+  CLI::App* cmd = app.add_subcommand("compare", "compare two saved reports field by field (a regression check)");
+  cmd->add_option("before", o.before, "the reference report (simulate --json)")->required();
+  cmd->add_option("after", o.after, "the report to check")->required();
+  cmd->add_option("--tolerance", o.tolerance, "largest relative change allowed, like 5% or 0.05")->capture_default_str();
+}
+
+int run_compare(const CompareOptions& o, std::ostream& out) {
+  const double tolerance = parse_tolerance(o.tolerance);
+  report::Comparison c = report::compare_reports(load_report(o.before), load_report(o.after), tolerance);
+  if (!c.differences.empty()) {
+    fmt::print(out, "{:<44} {:>16} {:>16} {:>9}\n", "field", "before", "after", "change");
+  }
+  int beyond = 0;
+  for (const auto& d : c.differences) {
+    beyond += d.beyond_tolerance ? 1 : 0;
+    std::string change = d.relative != 0 ? fmt::format("{:+.2f}%", 100 * d.relative) : "differs";
+    fmt::print(out, "{:<44} {:>16} {:>16} {:>9}{}\n", d.pointer, d.before.substr(0, 16), d.after.substr(0, 16), change,
+               d.beyond_tolerance ? "  <- beyond tolerance" : "");
+  }
+  fmt::print(out, "{} fields compared, {} changed, {} beyond the {:g}% tolerance\n", c.fields, c.differences.size(), beyond,
+             100 * tolerance);
+  return c.within_tolerance() ? 0 : 1;
+}
+
+}  // namespace dtsim::cli
