@@ -6,6 +6,7 @@
 #include "dtsim/hw/device.hpp"
 #include "dtsim/model/workload_loader.hpp"
 #include "dtsim/net/collective.hpp"
+#include "dtsim/search/strategy_search.hpp"
 #include "dtsim/plan/lower.hpp"
 #include "dtsim/sim/replay.hpp"
 #include "dtsim/topo/cluster_loader.hpp"
@@ -58,6 +59,22 @@ void Gpt3_175B_1024Gpus(benchmark::State& state) {
 }
 BENCHMARK(Gpt3_175B_1024Gpus)->Arg(0)->ArgName("full")->Unit(benchmark::kMillisecond);
 BENCHMARK(Gpt3_175B_1024Gpus)->Arg(1)->ArgName("full")->Unit(benchmark::kMillisecond)->Iterations(1);
+
+// Issue 7: the whole strategy search for GPT-3 175B on 1024 A100s, gbs 1536, on all cores (< 60 s).
+void Search_Gpt3_175B_1024Gpus(benchmark::State& state) {
+  hw::DeviceCatalog catalog;
+  model::Graph graph = model::load_workload(driver::data_dir() / "workloads" / "gpt3-175b.json");
+  topo::Cluster cluster = topo::load_cluster(driver::data_dir() / "topologies" / "superpod-a100.json", catalog, {128});
+  search::SearchOptions options;
+  options.global_batch = 1536;
+  for (auto _ : state) {
+    search::SearchResult r = search::run_search(graph, cluster, options);
+    state.counters["enumerated"] = static_cast<double>(r.enumerated);
+    state.counters["simulated"] = static_cast<double>(r.simulated);
+    state.counters["fit"] = static_cast<double>(r.ranked.size());
+  }
+}
+BENCHMARK(Search_Gpt3_175B_1024Gpus)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
 }  // namespace
 

@@ -47,6 +47,21 @@ struct CompareOptions {
 void add_compare(CLI::App& app, CompareOptions& options);
 int run_compare(const CompareOptions& options, std::ostream& out);
 
+struct SearchOptions {
+  std::string model;
+  std::string cluster;
+  int gbs = 0;
+  std::optional<int> nodes;
+  std::string fix;
+  std::string max;
+  int top = 20;
+  int threads = 0;
+  bool json = false;
+};
+
+void add_search(CLI::App& app, SearchOptions& options);
+int run_search(const SearchOptions& options, std::ostream& out);
+
 void add_list(CLI::App& app);
 int run_list(std::ostream& out);
 

@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   dtsim::cli::add_collective(app, collective);
   dtsim::cli::CompareOptions compare;
   dtsim::cli::add_compare(app, compare);
+  dtsim::cli::SearchOptions search;
+  dtsim::cli::add_search(app, search);
   dtsim::cli::add_list(app);
   try {
     app.parse(argc, argv);
@@ -30,6 +32,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("list")) return dtsim::cli::run_list(std::cout);
     if (app.got_subcommand("collective")) return dtsim::cli::run_collective(collective, std::cout);
     if (app.got_subcommand("compare")) return dtsim::cli::run_compare(compare, std::cout);
+    if (app.got_subcommand("search")) return dtsim::cli::run_search(search, std::cout);
   } catch (const dtsim::core::InputError& e) {
     std::fprintf(stderr, "dtsim: %s\n", e.what());
     return 2;

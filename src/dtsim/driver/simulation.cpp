@@ -47,6 +47,13 @@ Simulation simulate(const SimulationRequest& request) {
   if (request.nodes && *request.nodes < 1) throw core::InputError("--nodes", "", "expected a positive node count");
   topo::Cluster cluster = topo::load_cluster(resolve_input(request.cluster, "topologies", "--cluster"), catalog,
                                              {request.nodes});
+  Prediction p = predict(graph, cluster, request);
+  return Simulation{std::move(graph), std::move(cluster), p.strategy, std::move(p.tasks), std::move(p.timeline),
+                    std::move(p.report)};
+}
+
+Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, const SimulationRequest& request) {
+  hw::DeviceCatalog catalog;
   plan::ResolvedStrategy strategy = plan::resolve(plan::parse_strategy(request.strategy), graph, cluster);
 
   hw::Efficiency efficiency;
@@ -94,7 +101,7 @@ Simulation simulate(const SimulationRequest& request) {
   info.asynchronous = strategy.s.ps != 0 && !strategy.s.sync;
   report::Report report = report::analyze(tasks, timeline, info, strategy.micro_batches);
   if (tasks.ps_shards > 0) report.parameter_server = report::parameter_server_stats(tasks, timeline, strategy.s.sync);
-  return Simulation{std::move(graph), std::move(cluster), strategy, std::move(tasks), std::move(timeline), std::move(report)};
+  return Prediction{strategy, std::move(tasks), std::move(timeline), std::move(report)};
 }
 
 }  // namespace dtsim::driver

@@ -50,4 +50,14 @@ struct Simulation {
 
 Simulation simulate(const SimulationRequest& request);
 
+/// The same on a model and cluster already loaded (a search runs many
+/// strategies on one pair); `strategy` and the options come from `request`.
+struct Prediction {
+  plan::ResolvedStrategy strategy;
+  plan::TaskGraph tasks;
+  plan::Timeline timeline;
+  report::Report report;
+};
+Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, const SimulationRequest& request);
+
 }  // namespace dtsim::driver

@@ -1,0 +1,46 @@
+#pragma once
+/// Strategy search: every valid combination of dp, tp, pp, vpp, cp, ep, mbs,
+/// ZeRO stage, recomputation and schedule for a model, a cluster and a global
+/// batch; those whose weights and optimizer state cannot fit are dropped
+/// before simulation, the rest simulated on all cores, ranked by throughput,
+/// with the Pareto front of throughput against memory marked.
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dtsim/model/graph.hpp"
+#include "dtsim/report/report.hpp"
+#include "dtsim/topo/cluster.hpp"
+
+namespace dtsim::search {
+
+struct SearchOptions {
+  int global_batch = 0;
+  /// Dimensions fixed to one value ("tp" -> 8) or bounded from above.
+  std::map<std::string, int> fixed;
+  std::map<std::string, int> at_most;
+  int threads = 0;  ///< 0: all cores
+  /// Called after each simulated configuration with (done, total).
+  std::function<void(std::size_t, std::size_t)> progress;
+};
+
+struct Candidate {
+  std::string strategy;  ///< as `simulate --strategy` takes it
+  report::Report report;
+  bool pareto = false;   ///< no other candidate is both faster and smaller
+};
+
+struct SearchResult {
+  std::size_t enumerated = 0;        ///< valid combinations
+  std::size_t pruned_by_memory = 0;  ///< dropped before simulation
+  std::size_t simulated = 0;
+  std::vector<Candidate> ranked;     ///< those that fit, fastest first
+};
+
+/// The strategy strings of every valid combination (checked as `resolve` would).
+std::vector<std::string> enumerate(const model::Graph& graph, const topo::Cluster& cluster, const SearchOptions& options);
+
+SearchResult run_search(const model::Graph& graph, const topo::Cluster& cluster, const SearchOptions& options);
+
+}  // namespace dtsim::search

@@ -1,0 +1,78 @@
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "dtsim/driver/simulation.hpp"
+#include "dtsim/hw/device.hpp"
+#include "dtsim/model/workload_loader.hpp"
+#include "dtsim/search/strategy_search.hpp"
+#include "dtsim/topo/cluster_loader.hpp"
+
+using namespace dtsim;
+
+namespace {
+
+struct Inputs {
+  hw::DeviceCatalog catalog;
+  model::Graph graph = model::load_workload(driver::data_dir() / "workloads" / "gpt3-1.3b.json");
+  topo::Cluster cluster = topo::load_cluster(driver::data_dir() / "topologies" / "dgx-a100.json", catalog, {2});
+};
+
+}  // namespace
+
+TEST(Search, EveryEnumeratedStrategyResolvesAndIsDistinct) {
+  Inputs in;
+  search::SearchOptions o;
+  o.global_batch = 64;
+  auto all = search::enumerate(in.graph, in.cluster, o);
+  EXPECT_GT(all.size(), 100u);
+  EXPECT_EQ(std::set<std::string>(all.begin(), all.end()).size(), all.size());
+  for (const std::string& s : all) EXPECT_NO_THROW(plan::resolve(plan::parse_strategy(s), in.graph, in.cluster)) << s;
+}
+
+TEST(Search, RankedFastestFirstAllFitAndTheFrontIsNotDominated) {
+  Inputs in;
+  search::SearchOptions o;
+  o.global_batch = 64;
+  o.threads = 2;
+  std::size_t calls = 0;
+  o.progress = [&](std::size_t done, std::size_t total) {
+    ++calls;
+    EXPECT_LE(done, total);
+  };
+  search::SearchResult r = search::run_search(in.graph, in.cluster, o);
+  ASSERT_FALSE(r.ranked.empty());
+  EXPECT_EQ(calls, r.simulated);
+  for (std::size_t i = 0; i < r.ranked.size(); ++i) {
+    EXPECT_TRUE(r.ranked[i].report.fits_in_memory);
+    if (i > 0) {
+      EXPECT_GE(r.ranked[i - 1].report.samples_per_s, r.ranked[i].report.samples_per_s);
+    }
+  }
+  EXPECT_TRUE(r.ranked.front().pareto);
+  for (const auto& a : r.ranked) {
+    for (const auto& b : r.ranked) {
+      const bool dominates = b.report.samples_per_s >= a.report.samples_per_s && b.report.peak_bytes <= a.report.peak_bytes &&
+                             (b.report.samples_per_s > a.report.samples_per_s || b.report.peak_bytes < a.report.peak_bytes);
+      if (a.pareto) {
+        EXPECT_FALSE(dominates) << a.strategy << " is dominated by " << b.strategy;
+      }
+    }
+  }
+  // The search's best is what simulate reports for that strategy.
+  driver::Prediction again = driver::predict(in.graph, in.cluster, {"", "", r.ranked.front().strategy, {}, {}, {}, false, {}});
+  EXPECT_DOUBLE_EQ(again.report.step_time.value(), r.ranked.front().report.step_time.value());
+}
+
+TEST(Search, FixedAndBoundedDimensionsAreHonoured) {
+  Inputs in;
+  search::SearchOptions o;
+  o.global_batch = 64;
+  o.fixed = {{"tp", 2}};
+  o.at_most = {{"pp", 2}};
+  for (const std::string& s : search::enumerate(in.graph, in.cluster, o)) {
+    plan::Strategy st = plan::parse_strategy(s);
+    EXPECT_EQ(st.tp, 2) << s;
+    EXPECT_LE(st.pp, 2) << s;
+  }
+}
