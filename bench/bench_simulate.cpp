@@ -39,7 +39,7 @@ BENCHMARK(EngineEventsPerSecond)->Unit(benchmark::kMillisecond);
 void Llama2_7B_64Gpus_DataParallel(benchmark::State& state) {
   const bool full = state.range(0) != 0;
   for (auto _ : state) {
-    driver::Simulation s = driver::simulate({"llama2-7b", "dgx-h100", "zero1,gbs=512", 8, std::nullopt, std::nullopt, full, {}});
+    driver::Simulation s = driver::simulate({"llama2-7b", "dgx-h100", "zero1,gbs=512", 8, std::nullopt, std::nullopt, full, {}, {}});
     benchmark::DoNotOptimize(s.report.step_time);
   }
 }
@@ -52,7 +52,7 @@ void Gpt3_175B_1024Gpus(benchmark::State& state) {
   for (auto _ : state) {
     driver::Simulation s = driver::simulate({"gpt3-175b", "superpod-a100",
                                              "tp=8,pp=8,dp=16,gbs=1536,mbs=1,recompute=full,attention=standard,dtype=fp16",
-                                             128, std::nullopt, std::nullopt, full, {}});
+                                             128, std::nullopt, std::nullopt, full, {}, {}});
     benchmark::DoNotOptimize(s.report.step_time);
     state.counters["tasks"] = static_cast<double>(s.tasks.tasks.size());
   }

@@ -49,7 +49,7 @@ TEST(MegatronSc21, PredictedTflopsPerGpuWithinTenPercentOnAverage) {
     std::string strategy = fmt::format("tp={},pp={},gbs={},mbs=1,dtype=fp16,recompute=full,attention=standard,overlap=off,p2p_overlap=off{}", tp, pp,
                                        batch, vpp > 1 ? fmt::format(",vpp={}", vpp) : std::string());
     driver::Simulation sim =
-        driver::simulate({model_file.string(), "superpod-a100", strategy, gpus / 8, std::nullopt, std::nullopt, false, {}});
+        driver::simulate({model_file.string(), "superpod-a100", strategy, gpus / 8, std::nullopt, std::nullopt, false, {}, {}});
     std::filesystem::remove(model_file);
     const double l = layers, h = hidden;
     const double flops = 96.0 * batch * seq * l * h * h * (1 + seq / (6 * h) + vocab / (16 * l * h));

@@ -26,7 +26,7 @@ std::string uniform_model(int layers) {
 }
 
 driver::Simulation run(const std::string& strategy) {
-  return driver::simulate({uniform_model(16), "dgx-h100", strategy, std::nullopt, std::nullopt, std::nullopt, false, {}});
+  return driver::simulate({uniform_model(16), "dgx-h100", strategy, std::nullopt, std::nullopt, std::nullopt, false, {}, {}});
 }
 
 // The bubble's share of the pipelined part of the step: the optimizer step

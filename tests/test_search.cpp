@@ -60,7 +60,7 @@ TEST(Search, RankedFastestFirstAllFitAndTheFrontIsNotDominated) {
     }
   }
   // The search's best is what simulate reports for that strategy.
-  driver::Prediction again = driver::predict(in.graph, in.cluster, {"", "", r.ranked.front().strategy, {}, {}, {}, false, {}});
+  driver::Prediction again = driver::predict(in.graph, in.cluster, {"", "", r.ranked.front().strategy, {}, {}, {}, false, {}, {}});
   EXPECT_DOUBLE_EQ(again.report.step_time.value(), r.ranked.front().report.step_time.value());
 }
 

@@ -2,6 +2,7 @@
 // the constants, so that a wrong mechanism fails even when goldens are updated.
 #include <gtest/gtest.h>
 
+#include "dtsim/driver/explain.hpp"
 #include "dtsim/driver/simulation.hpp"
 
 using namespace dtsim;
@@ -9,7 +10,7 @@ using namespace dtsim;
 namespace {
 driver::Simulation run(const std::string& strategy, std::optional<int> nodes = std::nullopt, bool full = false,
                        const std::string& model = "gpt3-1.3b", const std::string& cluster = "dgx-a100") {
-  return driver::simulate({model, cluster, strategy, nodes, std::nullopt, std::nullopt, full, {}});
+  return driver::simulate({model, cluster, strategy, nodes, std::nullopt, std::nullopt, full, {}, {}});
 }
 }  // namespace
 
@@ -94,7 +95,7 @@ TEST(Simulation, FullRecomputationCostsAForwardAndSavesMemory) {
 
 TEST(Simulation, ContextParallelismSplitsActivationsAndOverlapsTheKvRing) {
   auto llama = [](const std::string& s) {
-    return driver::simulate({"llama3-8b", "dgx-h100", s, std::nullopt, std::nullopt, std::nullopt, false, {}});
+    return driver::simulate({"llama3-8b", "dgx-h100", s, std::nullopt, std::nullopt, std::nullopt, false, {}, {}});
   };
   driver::Simulation one = llama("gpus=2,tp=2,gbs=1,recompute=selective");
   driver::Simulation two = llama("gpus=4,tp=2,cp=2,gbs=1,recompute=selective");
@@ -113,7 +114,7 @@ TEST(Simulation, ContextParallelismSplitsActivationsAndOverlapsTheKvRing) {
 
 TEST(Simulation, ExpertParallelismShardsExpertsAndAddsAllToAll) {
   auto mixtral = [](const std::string& s, bool full = false) {
-    return driver::simulate({"mixtral-8x7b", "dgx-h100", s, 2, std::nullopt, std::nullopt, full, {}});
+    return driver::simulate({"mixtral-8x7b", "dgx-h100", s, 2, std::nullopt, std::nullopt, full, {}, {}});
   };
   driver::Simulation dense = mixtral("tp=2,pp=4,gbs=4,zero=1,recompute=full");
   driver::Simulation ep = mixtral("tp=2,pp=4,ep=2,gbs=4,zero=1,recompute=full");
@@ -126,7 +127,7 @@ TEST(Simulation, ExpertParallelismShardsExpertsAndAddsAllToAll) {
 namespace {
 driver::Simulation resnet(const std::string& strategy, std::vector<double> speeds) {
   return driver::simulate({"resnet50", "dgx-a100", strategy + ",gpus=4,mbs=256,dtype=fp16", std::nullopt, std::nullopt,
-                           std::nullopt, false, std::move(speeds)});
+                           std::nullopt, false, std::move(speeds), {}});
 }
 }  // namespace
 
@@ -149,7 +150,7 @@ TEST(ParameterServer, StalenessIsZeroWhenSynchronousOrAloneAndGrowsWithWorkers) 
   auto stats = [](const driver::Simulation& s) { return *s.report.parameter_server; };
   EXPECT_EQ(stats(resnet("parameter_server,ps=4,sync=on", {})).max_staleness, 0);
   EXPECT_EQ(stats(driver::simulate({"resnet50", "dgx-a100", "parameter_server,gpus=1,mbs=64", std::nullopt, std::nullopt,
-                                    std::nullopt, false, {}}))
+                                    std::nullopt, false, {}, {}}))
                 .max_staleness,
             0);
   auto four = stats(resnet("parameter_server,ps=4", {}));
@@ -163,9 +164,36 @@ TEST(ParameterServer, StalenessIsZeroWhenSynchronousOrAloneAndGrowsWithWorkers) 
 
 TEST(ParameterServer, CentralStorageKeepsWeightsOnTheFirstHost) {
   driver::Simulation s = driver::simulate({"resnet50", "dgx-a100", "central_storage,mbs=128", 2, std::nullopt, std::nullopt,
-                                           false, {}});
+                                           false, {}, {}});
   EXPECT_EQ(s.report.gpus, 8);  // one node, however many the cluster has
   EXPECT_EQ(s.tasks.ps_shards, 1);
   EXPECT_EQ(s.tasks.gpu_of_rank.back(), s.cluster.host_endpoint(0));
   EXPECT_EQ(s.report.per_stage[0].optimizer.value(), 0);  // Adam's state lives with the variables on the host
+}
+
+TEST(Explain, TheCriticalPathSpansTheStepAndWhatIfsAreRealResimulations) {
+  driver::SimulationRequest request{"gpt3-1.3b", "dgx-a100", "ddp,gbs=32,overlap=off", 4, {}, {}, false, {}, {}};
+  driver::Simulation sim = driver::simulate(request);
+  driver::Explanation why = driver::explain(sim, request);
+  double path = 0;
+  for (const auto& s : why.critical_path.shares) path += s.time.value();
+  EXPECT_NEAR(path, core::to_seconds(sim.timeline.makespan).value(), 1e-9);  // from 0 to the last task, nothing lost
+  bool dp_on_path = false;
+  for (const auto& s : why.critical_path.shares) dp_on_path |= s.kind == "comm: dp" && s.time.value() > 0;
+  EXPECT_TRUE(dp_on_path);  // without overlap the all-reduces follow the backward
+  ASSERT_EQ(why.what_if.size(), 5u);
+  for (const auto& w : why.what_if) {
+    EXPECT_GE(w.saving, -1e-9) << w.resource;  // nothing gets slower when a resource gets better
+    EXPECT_LT(w.saving, 0.5 + 1e-9) << w.resource;  // doubling one resource at most halves the step
+  }
+  EXPECT_GE(why.what_if.front().saving, why.what_if.back().saving);
+  EXPECT_EQ(why.verdict.rfind("Bound by ", 0), 0u);
+  // One node: doubling the network changes nothing.
+  driver::SimulationRequest one_node{"gpt3-1.3b", "dgx-a100", "ddp,gbs=32", 1, {}, {}, false, {}, {}};
+  driver::Simulation single = driver::simulate(one_node);
+  for (const auto& w : driver::explain(single, one_node).what_if) {
+    if (w.resource == "inter-node links") {
+      EXPECT_NEAR(w.saving, 0.0, 1e-9);
+    }
+  }
 }

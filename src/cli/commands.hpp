@@ -20,6 +20,7 @@ struct SimulateOptions {
   std::vector<double> worker_speed;
   bool json = false;
   bool full = false;
+  bool explain = false;
 };
 
 void add_simulate(CLI::App& app, SimulateOptions& options);

@@ -1,9 +1,14 @@
 #include <fstream>
+#include <optional>
+
+#include <fmt/ostream.h>
+#include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
 #include "dtsim/core/input_error.hpp"
+#include "dtsim/driver/explain.hpp"
 #include "dtsim/driver/simulation.hpp"
 #include "dtsim/report/writers.hpp"
 
@@ -24,20 +29,45 @@ void add_simulate(CLI::App& app, SimulateOptions& o) {
       ->delimiter(',');
   cmd->add_flag("--json", o.json, "print the report as JSON (schema dtsim.report/1)");
   cmd->add_flag("--full", o.full, "simulate every rank instead of one per pipeline stage");
+  cmd->add_flag("--explain", o.explain, "add the critical path, what-if sensitivities and a verdict (5 more simulations)");
 }
 
 int run_simulate(const SimulateOptions& o, std::ostream& out) {
-  driver::SimulationRequest request{o.model, o.cluster, o.strategy, o.nodes, o.seq_len, o.profile, o.full, o.worker_speed};
+  driver::SimulationRequest request{o.model, o.cluster, o.strategy, o.nodes, o.seq_len, o.profile, o.full, o.worker_speed, {}};
   driver::Simulation sim = driver::simulate(request);
   if (o.trace) {
     std::ofstream file(*o.trace);
     if (!file) throw core::InputError("--trace", "", fmt::format("cannot write \"{}\"", *o.trace));
     file << report::chrome_trace(sim.tasks, sim.timeline).dump();
   }
+  std::optional<driver::Explanation> why;
+  if (o.explain) why = driver::explain(sim, request);
   if (o.json) {
-    out << report::to_json(sim.report).dump(2) << "\n";
+    nlohmann::json j = report::to_json(sim.report);
+    if (why) {
+      nlohmann::json path = nlohmann::json::array(), what_if = nlohmann::json::array();
+      for (const auto& s : why->critical_path.shares) path.push_back({{"kind", s.kind}, {"time_s", s.time.value()}});
+      for (const auto& s : why->what_if) {
+        what_if.push_back({{"resource", s.resource}, {"step_time_s", s.step_time.value()}, {"saving", s.saving}});
+      }
+      j["explain"] = {{"critical_path", path}, {"what_if_2x", what_if}, {"verdict", why->verdict}};
+    }
+    out << j.dump(2) << "\n";
   } else {
     report::write_table(out, sim.report);
+    if (why) {
+      double total = 0;
+      for (const auto& s : why->critical_path.shares) total += s.time.value();
+      fmt::print(out, "\n  critical path ({} tasks)\n", why->critical_path.tasks);
+      for (const auto& s : why->critical_path.shares) {
+        fmt::print(out, "    {:<26} {:>10.4f} s  {:5.1f}%\n", s.kind, s.time.value(), 100 * s.time.value() / total);
+      }
+      fmt::print(out, "\n  what if one resource were twice as good (re-simulated)\n");
+      for (const auto& s : why->what_if) {
+        fmt::print(out, "    {:<26} step {:>9.4f} s  saves {:5.1f}%\n", s.resource, s.step_time.value(), 100 * s.saving);
+      }
+      fmt::print(out, "\n  verdict: {}\n", why->verdict);
+    }
     if (o.trace) out << fmt::format("\n  trace written to {} (open in https://ui.perfetto.dev)\n", *o.trace);
   }
   return 0;

@@ -65,8 +65,19 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
     }
     efficiency = profile.efficiency;
   }
-  hw::CostModel cost_model(cluster.device(), efficiency);
-  net::Network network(cluster, {1.0, *net::parse_algorithm(strategy.s.collective)});
+  const WhatIf& w = request.what_if;
+  hw::Device device = cluster.device();
+  for (auto& peak : device.peak) peak = peak * w.compute;
+  device.hbm_bandwidth = device.hbm_bandwidth * w.hbm;
+  efficiency.gemm_overhead = efficiency.gemm_overhead * w.latency;
+  efficiency.memory_overhead = efficiency.memory_overhead * w.latency;
+  hw::CostModel cost_model(device, efficiency);
+  net::NetworkOptions network_options;
+  network_options.algorithm = *net::parse_algorithm(strategy.s.collective);
+  network_options.intra_bandwidth_scale = w.intra_node;
+  network_options.inter_bandwidth_scale = w.inter_node;
+  network_options.latency_scale = w.latency;
+  net::Network network(cluster, network_options);
 
   if (!request.worker_speed.empty()) {
     if (static_cast<int>(request.worker_speed.size()) != strategy.world) {

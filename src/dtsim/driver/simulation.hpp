@@ -27,6 +27,15 @@ std::filesystem::path resolve_input(const std::string& name_or_path, const std::
 /// Names of the bundled files in data_dir()/folder, without ".json".
 std::vector<std::string> bundled(const std::string& folder);
 
+/// Multipliers for what-if studies (2 = twice as fast; latency 0.5 = half).
+struct WhatIf {
+  double compute = 1.0;          ///< peak FLOP/s
+  double hbm = 1.0;              ///< HBM bandwidth
+  double intra_node = 1.0;       ///< NVLink / PCIe bandwidth inside nodes
+  double inter_node = 1.0;       ///< network bandwidth between nodes
+  double latency = 1.0;          ///< link latencies and kernel launch overheads
+};
+
 struct SimulationRequest {
   std::string model;
   std::string cluster;
@@ -37,6 +46,7 @@ struct SimulationRequest {
   bool full = false;
   /// Relative speed of each GPU used (1 = nominal); implies simulating every rank.
   std::vector<double> worker_speed;
+  WhatIf what_if;
 };
 
 struct Simulation {

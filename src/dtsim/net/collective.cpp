@@ -40,11 +40,13 @@ Network::StepCost Network::concurrent(const std::vector<std::pair<int, int>>& fl
     const topo::Route& r = route(from, to);
     for (int link : r.links) {
       const auto& info = cluster_->links()[static_cast<std::size_t>(link)];
-      const core::BytesPerSecond share = info.bandwidth * (info.efficiency * options_.efficiency_scale) /
+      const double scale = info.kind == topo::LinkKind::kNetwork ? options_.inter_bandwidth_scale
+                                                                 : options_.intra_bandwidth_scale;
+      const core::BytesPerSecond share = info.bandwidth * (info.efficiency * options_.efficiency_scale * scale) /
                                          static_cast<double>(flows_on_link[link]);
       step.per_flow_bandwidth = std::min(step.per_flow_bandwidth, share);
     }
-    step.latency = std::max(step.latency, r.latency);
+    step.latency = std::max(step.latency, r.latency * options_.latency_scale);
   }
   return step;
 }

@@ -41,6 +41,11 @@ struct NetworkOptions {
   /// `bus_efficiency`, 0.8 by default); 1 leaves them as stated.
   double efficiency_scale = 1.0;
   Algorithm algorithm = Algorithm::kAuto;
+  /// What-if multipliers: bandwidth of links inside nodes (NVLink, PCIe) and
+  /// between them (network), and every link's latency.
+  double intra_bandwidth_scale = 1.0;
+  double inter_bandwidth_scale = 1.0;
+  double latency_scale = 1.0;
 };
 
 struct CollectiveCost {

@@ -1,0 +1,27 @@
+#pragma once
+/// The critical path of a simulated (or measured) step: from the task that
+/// ended last, back through whichever predecessor (a dependency, the task
+/// before it on its stream, or for a collective the member that arrived
+/// last) ended last, to the start. Its time is split by what ran on it.
+#include <string>
+#include <vector>
+
+#include "dtsim/core/units.hpp"
+#include "dtsim/plan/task_graph.hpp"
+#include "dtsim/plan/timeline.hpp"
+
+namespace dtsim::report {
+
+struct PathShare {
+  std::string kind;  ///< "compute (matmul)", "compute (memory-bound)", "optimizer", "comm: tp", ..., "waiting"
+  core::Seconds time;
+};
+
+struct CriticalPath {
+  std::vector<PathShare> shares;  ///< largest first
+  std::size_t tasks = 0;
+};
+
+CriticalPath critical_path(const plan::TaskGraph& graph, const plan::Timeline& timeline);
+
+}  // namespace dtsim::report
