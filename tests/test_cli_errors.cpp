@@ -1,6 +1,8 @@
 // Every kind of bad input named in the README gets one line naming the file,
 // the field and what was expected, and exit code 2.
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include <gtest/gtest.h>
 
@@ -116,5 +118,21 @@ TEST(CliCompare, ExitCodesFollowTheTolerance) {
                   kInputs + "h100_profile.json: /schema: expected a dtsim report (\"schema\": \"dtsim.report/1\"), as "
                             "simulate --json writes");
   expect_one_line("compare " + a + " " + a + " --tolerance five", "--tolerance: expected a tolerance like 5% or 0.05, got \"five\"");
+}
+}  // namespace
+
+namespace {
+TEST(CliPlan, WritesAChartAndRejectsUnknownDevices) {
+  const std::string svg = (std::filesystem::temp_directory_path() / "dtsim_plan.svg").string();
+  CliResult r = run_dtsim("plan --model gpt3-1.3b --tokens 1e9 --gbs 64 --devices H100-SXM --gpus 8,16 --chart " + svg);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream in(svg);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.rfind("<svg", 0), 0u);
+  EXPECT_NE(text.find("<path d=\"M"), std::string::npos);
+  EXPECT_NE(text.find("</svg>"), std::string::npos);
+  CliResult bad = run_dtsim("plan --model gpt3-1.3b --tokens 1e9 --devices H900", true);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.out.find("dtsim: --devices: expected devices among"), std::string::npos) << bad.out;
 }
 }  // namespace

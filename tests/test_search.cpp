@@ -5,6 +5,7 @@
 #include "dtsim/driver/simulation.hpp"
 #include "dtsim/hw/device.hpp"
 #include "dtsim/model/workload_loader.hpp"
+#include "dtsim/search/capacity_plan.hpp"
 #include "dtsim/search/strategy_search.hpp"
 #include "dtsim/topo/cluster_loader.hpp"
 
@@ -75,4 +76,29 @@ TEST(Search, FixedAndBoundedDimensionsAreHonoured) {
     EXPECT_EQ(st.tp, 2) << s;
     EXPECT_LE(st.pp, 2) << s;
   }
+}
+
+
+TEST(Plan, DaysGpuHoursAndCostFollowFromThroughput) {
+  hw::DeviceCatalog catalog;
+  model::Graph graph = model::load_workload(driver::data_dir() / "workloads" / "gpt3-1.3b.json");
+  search::PlanOptions o;
+  o.tokens = 1e10;
+  o.global_batch = 64;
+  o.devices = {"A100-SXM-80GB", "H100-SXM"};
+  o.gpu_counts = {8, 16};
+  o.price_per_gpu_hour = {{"H100-SXM", 2.0}};
+  auto rows = search::plan_capacity(graph, catalog, o);
+  ASSERT_EQ(rows.size(), 4u);
+  for (const auto& r : rows) {
+    ASSERT_TRUE(r.strategy) << r.device << " " << r.gpus;
+    EXPECT_NEAR(r.days * 86400 * r.tokens_per_s, o.tokens, 1e-3 * o.tokens);
+    EXPECT_NEAR(r.gpu_hours, r.days * 24 * r.gpus, 1e-9 * r.gpu_hours);
+    EXPECT_EQ(r.cost.has_value(), r.device == "H100-SXM");
+    if (r.cost) {
+      EXPECT_NEAR(*r.cost, 2.0 * r.gpu_hours, 1e-6 * *r.cost);
+    }
+  }
+  EXPECT_LT(rows[2].days, rows[0].days);  // H100 trains faster than A100 on 8 GPUs
+  EXPECT_LT(rows[1].days, rows[0].days);  // and 16 GPUs faster than 8
 }

@@ -63,6 +63,20 @@ struct SearchOptions {
 void add_search(CLI::App& app, SearchOptions& options);
 int run_search(const SearchOptions& options, std::ostream& out);
 
+struct PlanOptions {
+  std::string model;
+  double tokens = 0;
+  int gbs = 1024;
+  std::string devices = "A100-SXM-80GB,H100-SXM,H200-SXM,B200,MI300X";
+  std::string gpus = "64,256,1024";
+  std::string prices;
+  std::optional<std::string> chart;
+  bool json = false;
+};
+
+void add_plan(CLI::App& app, PlanOptions& options);
+int run_plan(const PlanOptions& options, std::ostream& out);
+
 void add_list(CLI::App& app);
 int run_list(std::ostream& out);
 

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   dtsim::cli::add_compare(app, compare);
   dtsim::cli::SearchOptions search;
   dtsim::cli::add_search(app, search);
+  dtsim::cli::PlanOptions plan;
+  dtsim::cli::add_plan(app, plan);
   dtsim::cli::add_list(app);
   try {
     app.parse(argc, argv);
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("collective")) return dtsim::cli::run_collective(collective, std::cout);
     if (app.got_subcommand("compare")) return dtsim::cli::run_compare(compare, std::cout);
     if (app.got_subcommand("search")) return dtsim::cli::run_search(search, std::cout);
+    if (app.got_subcommand("plan")) return dtsim::cli::run_plan(plan, std::cout);
   } catch (const dtsim::core::InputError& e) {
     std::fprintf(stderr, "dtsim: %s\n", e.what());
     return 2;

@@ -84,6 +84,7 @@ std::vector<std::string> enumerate(const model::Graph& graph, const topo::Cluste
               if (pp > 1 && vpp == 1) schedules.push_back("gpipe");
               for (const std::string& schedule : schedules) {
                 for (int zero : values(o, "zero", dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
+                  if (zero > 0 && dp * cp * ep == 1) continue;  // nothing to shard over, even when zero is fixed
                   for (const std::string& recompute : recomputes) {
                     out.push_back(fmt::format("dp={},tp={},pp={},cp={},ep={},mbs={},gbs={},schedule={},vpp={},zero={},"
                                               "recompute={}{}",

@@ -1,0 +1,150 @@
+// `dtsim plan`: days, GPU-hours and cost to train a number of tokens, over GPU
+// types and counts, each with its fastest strategy; a table, JSON, and an SVG chart.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "dtsim/core/input_error.hpp"
+#include "dtsim/driver/simulation.hpp"
+#include "dtsim/model/workload_loader.hpp"
+#include "dtsim/search/capacity_plan.hpp"
+
+namespace dtsim::cli {
+namespace {
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// Days to train against GPU count, one line per device, log2 GPUs across.
+std::string chart(const std::vector<search::PlanRow>& rows) {
+  const double width = 640, height = 360, left = 70, bottom = 40, top = 30, right = 170;
+  double max_days = 0;
+  int min_gpus = 1 << 30, max_gpus = 0;
+  for (const auto& r : rows) {
+    if (r.strategy) max_days = std::max(max_days, r.days);
+    min_gpus = std::min(min_gpus, r.gpus);
+    max_gpus = std::max(max_gpus, r.gpus);
+  }
+  if (max_days <= 0) max_days = 1;
+  auto x = [&](int gpus) {
+    const double span = std::max(1.0, std::log2(max_gpus) - std::log2(min_gpus));
+    return left + (std::log2(gpus) - std::log2(min_gpus)) / span * (width - left - right);
+  };
+  auto y = [&](double days) { return height - bottom - days / max_days * (height - bottom - top); };
+  const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
+  std::string svg = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
+                                "font-size=\"12\"><rect width=\"100%\" height=\"100%\" fill=\"white\"/>",
+                                width, height);
+  svg += fmt::format("<text x=\"{}\" y=\"18\">days to train, by GPU count (fastest strategy that fits)</text>", left);
+  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"black\"/><line x1=\"{0}\" y1=\"{3}\" x2=\"{0}\" "
+                     "y2=\"{1}\" stroke=\"black\"/>",
+                     left, height - bottom, width - right, top);
+  for (int k = 0; k <= 4; ++k) {
+    const double d = max_days * k / 4;
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{:.1f}</text>", left - 6, y(d) + 4, d);
+  }
+  std::map<std::string, std::vector<const search::PlanRow*>> by_device;
+  for (const auto& r : rows) by_device[r.device].push_back(&r);
+  int c = 0;
+  for (const auto& [device, points] : by_device) {
+    const char* colour = colours[c % 6];
+    std::string path;
+    for (const auto* p : points) {
+      svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>", x(p->gpus), height - bottom + 16, p->gpus);
+      if (!p->strategy) continue;
+      path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "M" : " L", x(p->gpus), y(p->days));
+      svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>", x(p->gpus), y(p->days), colour);
+    }
+    if (!path.empty()) svg += fmt::format("<path d=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>", path, colour);
+    svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>",
+                       width - right + 15, top + 18 * c, colour, width - right + 30, top + 18 * c + 10, device);
+    ++c;
+  }
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">GPUs</text></svg>\n", (left + width - right) / 2, height - 6);
+  return svg;
+}
+
+}  // namespace
+
+void add_plan(CLI::App& app, PlanOptions& o) {
+  CLI::App* cmd = app.add_subcommand("plan", "days, GPU-hours and cost to train a number of tokens, over GPU types and counts");
+  cmd->add_option("--model,-m", o.model, "workload: a bundled name or a path")->required();
+  cmd->add_option("--tokens", o.tokens, "tokens to train, e.g. 300e9")->required();
+  cmd->add_option("--gbs", o.gbs, "global batch size (samples)")->capture_default_str();
+  cmd->add_option("--devices", o.devices, "catalog devices, comma-separated")->capture_default_str();
+  cmd->add_option("--gpus", o.gpus, "GPU counts, comma-separated multiples of 8")->capture_default_str();
+  cmd->add_option("--price", o.prices, "price per GPU-hour, e.g. H100-SXM=2.1,B200=4 (defaults are examples)");
+  cmd->add_option("--chart", o.chart, "write an SVG chart of days against GPUs");
+  cmd->add_flag("--json", o.json, "print the rows as JSON");
+}
+
+int run_plan(const PlanOptions& o, std::ostream& out) {
+  hw::DeviceCatalog catalog;
+  model::Graph graph = model::load_workload(driver::resolve_input(o.model, "workloads", "--model"));
+  if (!(o.tokens > 0)) throw core::InputError("--tokens", "", "expected a positive number of tokens, like 300e9");
+  search::PlanOptions options;
+  options.tokens = o.tokens;
+  options.global_batch = o.gbs;
+  options.devices = split(o.devices);
+  for (const std::string& g : split(o.gpus)) {
+    try {
+      options.gpu_counts.push_back(std::stoi(g));
+    } catch (const std::exception&) {
+      throw core::InputError("--gpus", "", fmt::format("expected GPU counts like 64,256, got \"{}\"", g));
+    }
+  }
+  options.price_per_gpu_hour = search::example_prices_per_gpu_hour();
+  for (const std::string& p : split(o.prices)) {
+    const auto eq = p.find('=');
+    try {
+      if (eq == std::string::npos) throw std::invalid_argument(p);
+      options.price_per_gpu_hour[p.substr(0, eq)] = std::stod(p.substr(eq + 1));
+    } catch (const std::exception&) {
+      throw core::InputError("--price", "", fmt::format("expected DEVICE=USD per GPU-hour, got \"{}\"", p));
+    }
+  }
+  std::vector<search::PlanRow> rows = search::plan_capacity(graph, catalog, options);
+  if (o.chart) {
+    std::ofstream file(*o.chart);
+    if (!file) throw core::InputError("--chart", "", fmt::format("cannot write \"{}\"", *o.chart));
+    file << chart(rows);
+  }
+  if (o.json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& r : rows) {
+      j.push_back({{"device", r.device}, {"gpus", r.gpus}, {"fits", r.strategy.has_value()}, {"strategy", r.strategy.value_or("")},
+                   {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu}, {"days", r.days}, {"gpu_hours", r.gpu_hours},
+                   {"cost_usd", r.cost ? nlohmann::json(*r.cost) : nlohmann::json(nullptr)}});
+    }
+    out << nlohmann::json{{"schema", "dtsim.plan/1"}, {"model", graph.name}, {"tokens", o.tokens}, {"rows", j}}.dump(2) << "\n";
+    return 0;
+  }
+  fmt::print(out, "{}: {:.3g} tokens, global batch {} (costs at example prices unless --price says otherwise)\n\n", graph.name,
+             o.tokens, o.gbs);
+  fmt::print(out, "{:<15} {:>6} {:>12} {:>6} {:>9} {:>12} {:>13}  {}\n", "device", "GPUs", "tokens/s", "MFU", "days",
+             "GPU-hours", "cost (USD)", "best strategy");
+  for (const auto& r : rows) {
+    if (!r.strategy) {
+      fmt::print(out, "{:<15} {:>6}  does not fit\n", r.device, r.gpus);
+      continue;
+    }
+    fmt::print(out, "{:<15} {:>6} {:>12.0f} {:>5.1f}% {:>9.1f} {:>12.0f} {:>13}  {}\n", r.device, r.gpus, r.tokens_per_s, 100 * r.mfu,
+               r.days, r.gpu_hours, r.cost ? fmt::format("{:.0f}", *r.cost) : "-", *r.strategy);
+  }
+  if (o.chart) fmt::print(out, "\nchart written to {}\n", *o.chart);
+  return 0;
+}
+
+}  // namespace dtsim::cli
