@@ -8,6 +8,7 @@ packages=(
   libboost-graph-dev nlohmann-json3-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
+  chromium  # renders the HTML report in a test
 )
 
 missing=()

@@ -17,6 +17,7 @@ struct SimulateOptions {
   std::optional<std::int64_t> seq_len;
   std::optional<std::string> profile;
   std::optional<std::string> trace;
+  std::optional<std::string> html;
   std::vector<double> worker_speed;
   bool json = false;
   bool full = false;

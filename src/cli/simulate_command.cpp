@@ -10,6 +10,7 @@
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/driver/explain.hpp"
 #include "dtsim/driver/simulation.hpp"
+#include "dtsim/report/html_writer.hpp"
 #include "dtsim/report/writers.hpp"
 
 namespace dtsim::cli {
@@ -27,6 +28,7 @@ void add_simulate(CLI::App& app, SimulateOptions& o) {
   cmd->add_option("--trace", o.trace, "write a Chrome trace-event file (open it in Perfetto)");
   cmd->add_option("--worker-speed", o.worker_speed, "relative speed of each GPU used, e.g. 1,1,1,0.5 (a straggler)")
       ->delimiter(',');
+  cmd->add_option("--report", o.html, "write a self-contained HTML report (timeline, memory, breakdown)");
   cmd->add_flag("--json", o.json, "print the report as JSON (schema dtsim.report/1)");
   cmd->add_flag("--full", o.full, "simulate every rank instead of one per pipeline stage");
   cmd->add_flag("--explain", o.explain, "add the critical path, what-if sensitivities and a verdict (5 more simulations)");
@@ -42,6 +44,11 @@ int run_simulate(const SimulateOptions& o, std::ostream& out) {
   }
   std::optional<driver::Explanation> why;
   if (o.explain) why = driver::explain(sim, request);
+  if (o.html) {
+    std::ofstream file(*o.html);
+    if (!file) throw core::InputError("--report", "", fmt::format("cannot write \"{}\"", *o.html));
+    file << report::html_report(sim.report, sim.tasks, sim.timeline, why ? why->verdict : std::string());
+  }
   if (o.json) {
     nlohmann::json j = report::to_json(sim.report);
     if (why) {
