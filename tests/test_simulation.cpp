@@ -188,6 +188,13 @@ TEST(Explain, TheCriticalPathSpansTheStepAndWhatIfsAreRealResimulations) {
   }
   EXPECT_GE(why.what_if.front().saving, why.what_if.back().saving);
   EXPECT_EQ(why.verdict.rfind("Bound by ", 0), 0u);
+  ASSERT_FALSE(why.busiest_links.empty());
+  EXPECT_LE(why.busiest_links.size(), 5u);
+  for (const auto& l : why.busiest_links) {
+    EXPECT_NE(l.link.find(" -> "), std::string::npos);
+    EXPECT_GT(l.utilization, 0.0);
+    EXPECT_LE(l.utilization, 1.0 + 1e-9);  // no link carries more than its rate allows over the step
+  }
   // One node: doubling the network changes nothing.
   driver::SimulationRequest one_node{"gpt3-1.3b", "dgx-a100", "ddp,gbs=32", 1, {}, {}, false, {}, {}};
   driver::Simulation single = driver::simulate(one_node);

@@ -57,7 +57,11 @@ int run_simulate(const SimulateOptions& o, std::ostream& out) {
       for (const auto& s : why->what_if) {
         what_if.push_back({{"resource", s.resource}, {"step_time_s", s.step_time.value()}, {"saving", s.saving}});
       }
-      j["explain"] = {{"critical_path", path}, {"what_if_2x", what_if}, {"verdict", why->verdict}};
+      nlohmann::json links = nlohmann::json::array();
+      for (const auto& l : why->busiest_links) {
+        links.push_back({{"link", l.link}, {"bytes", l.bytes.value()}, {"utilization", l.utilization}});
+      }
+      j["explain"] = {{"critical_path", path}, {"what_if_2x", what_if}, {"busiest_links", links}, {"verdict", why->verdict}};
     }
     out << j.dump(2) << "\n";
   } else {
@@ -72,6 +76,10 @@ int run_simulate(const SimulateOptions& o, std::ostream& out) {
       fmt::print(out, "\n  what if one resource were twice as good (re-simulated)\n");
       for (const auto& s : why->what_if) {
         fmt::print(out, "    {:<26} step {:>9.4f} s  saves {:5.1f}%\n", s.resource, s.step_time.value(), 100 * s.saving);
+      }
+      fmt::print(out, "\n  busiest links (traffic of the simulated ranks' groups over the step)\n");
+      for (const auto& l : why->busiest_links) {
+        fmt::print(out, "    {:<40} {:>10.2f} GB  {:5.1f}% busy\n", l.link, l.bytes.value() / 1e9, 100 * l.utilization);
       }
       fmt::print(out, "\n  verdict: {}\n", why->verdict);
     }

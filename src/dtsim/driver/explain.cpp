@@ -1,6 +1,9 @@
 #include "dtsim/driver/explain.hpp"
 
 #include <algorithm>
+#include <map>
+
+#include "dtsim/net/collective.hpp"
 
 #include <fmt/format.h>
 
@@ -18,12 +21,45 @@ std::string plain(const std::string& kind) {
   return kind;
 }
 
+// Every collective the simulated ranks ran, its group's traffic counted once
+// per group and call (all members run it together).
+std::vector<LinkLoad> busiest_links(const Simulation& s) {
+  net::Network network(s.cluster, {});
+  std::map<std::pair<int, std::int64_t>, bool> counted;
+  std::map<int, double> bytes_on;
+  const auto& g = s.tasks;
+  for (const plan::Task& t : g.tasks) {
+    if (t.kind != plan::TaskKind::kComm) continue;
+    const plan::CommCall& call = g.calls[static_cast<std::size_t>(t.payload)];
+    if (!counted.emplace(std::pair{call.group, t.tag * 4096 + t.payload}, true).second) continue;
+    std::vector<int> gpus;
+    for (int r : g.groups[static_cast<std::size_t>(call.group)].ranks) gpus.push_back(g.gpu_of_rank[static_cast<std::size_t>(r)]);
+    const auto op = call.op == plan::CommOp::kAllReduce       ? net::CollectiveOp::kAllReduce
+                    : call.op == plan::CommOp::kReduceScatter ? net::CollectiveOp::kReduceScatter
+                    : call.op == plan::CommOp::kAllGather     ? net::CollectiveOp::kAllGather
+                    : call.op == plan::CommOp::kAllToAll      ? net::CollectiveOp::kAllToAll
+                    : call.op == plan::CommOp::kRingExchange  ? net::CollectiveOp::kRingExchange
+                                                              : net::CollectiveOp::kSendRecv;
+    for (auto [link, bytes] : network.link_traffic(op, gpus, call.bytes)) bytes_on[link] += bytes.value();
+  }
+  std::vector<LinkLoad> loads;
+  const double step = core::to_seconds(s.timeline.makespan).value();
+  for (auto [link, bytes] : bytes_on) {
+    const double rate = s.cluster.links()[static_cast<std::size_t>(link)].bandwidth.value();
+    loads.push_back({s.cluster.link_name(link), core::Bytes(bytes), step > 0 ? bytes / (rate * step) : 0});
+  }
+  std::stable_sort(loads.begin(), loads.end(), [](const LinkLoad& a, const LinkLoad& b) { return a.utilization > b.utilization; });
+  if (loads.size() > 5) loads.resize(5);
+  return loads;
+}
+
 }  // namespace
 
 Explanation explain(const Simulation& today, const SimulationRequest& request) {
   Explanation e;
   e.critical_path = report::critical_path(today.tasks, today.timeline);
   const core::Seconds step = today.report.step_time;
+  e.busiest_links = busiest_links(today);
   struct Knob {
     const char* resource;
     WhatIf what_if;

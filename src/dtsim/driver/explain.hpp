@@ -15,8 +15,15 @@ struct Sensitivity {
   double saving = 0;     ///< fraction of today's step time saved
 };
 
+struct LinkLoad {
+  std::string link;       ///< "node0.nic0 -> leaf0"
+  core::Bytes bytes;      ///< carried over the step
+  double utilization = 0; ///< bytes / (rate x step time)
+};
+
 struct Explanation {
   report::CriticalPath critical_path;
+  std::vector<LinkLoad> busiest_links;  ///< the five busiest, by utilization
   std::vector<Sensitivity> what_if;  ///< largest saving first
   std::string verdict;
 };

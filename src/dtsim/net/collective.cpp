@@ -80,6 +80,46 @@ CollectiveCost Network::cost(CollectiveOp op, std::span<const int> gpus, Bytes b
   return cost(op, gpus, bytes, options_.algorithm);
 }
 
+std::vector<std::pair<int, Bytes>> Network::link_traffic(CollectiveOp op, std::span<const int> gpus, Bytes bytes) const {
+  std::vector<std::pair<int, Bytes>> out;
+  // Each flow of each ring carries the ring's per-rank volume over every link of its route.
+  auto rings = [&](CollectiveOp ring_op, const std::vector<std::vector<int>>& groups, Bytes b) {
+    for (const auto& g : groups) {
+      const std::size_t n = g.size();
+      if (n <= 1) continue;
+      const double nd = static_cast<double>(n);
+      Bytes per_flow = b * ((nd - 1) / nd);
+      if (ring_op == CollectiveOp::kAllReduce) per_flow = b * (2 * (nd - 1) / nd);
+      if (ring_op == CollectiveOp::kSendRecv || ring_op == CollectiveOp::kRingExchange || ring_op == CollectiveOp::kBroadcast) {
+        per_flow = b;
+      }
+      const std::size_t flows = ring_op == CollectiveOp::kSendRecv ? 1 : n;
+      for (std::size_t i = 0; i < flows; ++i) {
+        for (int link : route(g[i], g[(i + 1) % n]).links) out.emplace_back(link, per_flow);
+      }
+    }
+  };
+  // The same decomposition as cost(): hierarchical when a group spans nodes with several GPUs each.
+  std::map<int, std::vector<int>> by_node;
+  for (int gpu : gpus) by_node[cluster_->node_of(gpu)].push_back(gpu);
+  const std::size_t per_node = by_node.begin()->second.size();
+  const bool balanced = std::all_of(by_node.begin(), by_node.end(), [&](const auto& kv) { return kv.second.size() == per_node; });
+  const bool collective = op == CollectiveOp::kAllReduce || op == CollectiveOp::kReduceScatter || op == CollectiveOp::kAllGather;
+  if (!collective || by_node.size() == 1 || per_node == 1 || !balanced) {
+    rings(op, {std::vector<int>(gpus.begin(), gpus.end())}, bytes);
+    return out;
+  }
+  std::vector<std::vector<int>> intra, inter(per_node);
+  for (const auto& [node, members] : by_node) {
+    intra.push_back(members);
+    for (std::size_t j = 0; j < per_node; ++j) inter[j].push_back(members[j]);
+  }
+  if (op != CollectiveOp::kAllGather) rings(CollectiveOp::kReduceScatter, intra, bytes);
+  rings(op, inter, bytes / static_cast<double>(per_node));
+  if (op != CollectiveOp::kReduceScatter) rings(CollectiveOp::kAllGather, intra, bytes);
+  return out;
+}
+
 CollectiveCost Network::cost(CollectiveOp op, std::span<const int> gpus, Bytes bytes, Algorithm algorithm) const {
   if (gpus.size() <= 1 || bytes.value() <= 0) return {Seconds(0), BytesPerSecond(0), false, Algorithm::kRing};
   if (op == CollectiveOp::kSendRecv) {

@@ -66,6 +66,10 @@ class Network {
   [[nodiscard]] CollectiveCost cost(CollectiveOp op, std::span<const int> gpus, core::Bytes bytes) const;
   [[nodiscard]] CollectiveCost cost(CollectiveOp op, std::span<const int> gpus, core::Bytes bytes,
                                     Algorithm algorithm) const;
+  /// Bytes each link carries for one collective, counted as if it ran as a
+  /// ring over the group (every algorithm here moves about that much).
+  [[nodiscard]] std::vector<std::pair<int, core::Bytes>> link_traffic(CollectiveOp op, std::span<const int> gpus,
+                                                                      core::Bytes bytes) const;
   [[nodiscard]] const topo::Cluster& cluster() const { return *cluster_; }
   [[nodiscard]] const NetworkOptions& options() const { return options_; }
 

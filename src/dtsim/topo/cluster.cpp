@@ -39,6 +39,11 @@ Cluster::Cluster(Shape shape) : shape_(std::move(shape)), fabric_(std::make_uniq
   host_vertex_.assign(static_cast<std::size_t>(shape_.nodes), Fabric::null_vertex());
 }
 
+std::string Cluster::link_name(int link) const {
+  const LinkInfo& l = links_.at(static_cast<std::size_t>(link));
+  return (*fabric_)[l.from].name + " -> " + (*fabric_)[l.to].name;
+}
+
 void Cluster::set_host_vertex(int node, VertexId vertex) { host_vertex_.at(static_cast<std::size_t>(node)) = vertex; }
 
 VertexId Cluster::endpoint_vertex(int endpoint) const {
@@ -51,7 +56,7 @@ VertexId Cluster::add_vertex(VertexInfo info) { return boost::add_vertex(std::mo
 void Cluster::add_link(VertexId a, VertexId b, LinkKind kind, core::BytesPerSecond bandwidth, core::Seconds latency,
                        double efficiency) {
   for (auto [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
-    LinkInfo info{kind, bandwidth, latency, efficiency, static_cast<int>(links_.size())};
+    LinkInfo info{kind, bandwidth, latency, efficiency, static_cast<int>(links_.size()), from, to};
     links_.push_back(info);
     boost::add_edge(from, to, info, *fabric_);
   }

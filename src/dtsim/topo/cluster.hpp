@@ -30,6 +30,7 @@ struct LinkInfo {
   /// Share of the rate NCCL delivers as bus bandwidth over this link.
   double efficiency = 0.8;
   int id = -1;  ///< index into Cluster::links()
+  std::size_t from = 0, to = 0;  // vertex descriptors (vecS: indices)
 };
 
 using Fabric = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, VertexInfo, LinkInfo>;
@@ -75,6 +76,8 @@ class Cluster {
   [[nodiscard]] int node_of(int gpu) const { return gpu / shape_.gpus_per_node; }
   [[nodiscard]] const Fabric& fabric() const { return *fabric_; }
   [[nodiscard]] const std::vector<LinkInfo>& links() const { return links_; }
+  /// "node0.gpu3 -> node0.nvswitch".
+  [[nodiscard]] std::string link_name(int link) const;
 
   /// Endpoints of routes: GPUs are 0..gpu_count()-1, and the host CPU of
   /// node n is gpu_count() + n (where parameter servers live).
