@@ -4,6 +4,7 @@
 #include <map>
 
 #include "dtsim/net/collective.hpp"
+#include "dtsim/sim/replay.hpp"
 
 #include <fmt/format.h>
 
@@ -34,12 +35,7 @@ std::vector<LinkLoad> busiest_links(const Simulation& s) {
     if (!counted.emplace(std::pair{call.group, t.tag * 4096 + t.payload}, true).second) continue;
     std::vector<int> gpus;
     for (int r : g.groups[static_cast<std::size_t>(call.group)].ranks) gpus.push_back(g.gpu_of_rank[static_cast<std::size_t>(r)]);
-    const auto op = call.op == plan::CommOp::kAllReduce       ? net::CollectiveOp::kAllReduce
-                    : call.op == plan::CommOp::kReduceScatter ? net::CollectiveOp::kReduceScatter
-                    : call.op == plan::CommOp::kAllGather     ? net::CollectiveOp::kAllGather
-                    : call.op == plan::CommOp::kAllToAll      ? net::CollectiveOp::kAllToAll
-                    : call.op == plan::CommOp::kRingExchange  ? net::CollectiveOp::kRingExchange
-                                                              : net::CollectiveOp::kSendRecv;
+    const net::CollectiveOp op = sim::to_net(call.op);
     for (auto [link, bytes] : network.link_traffic(op, gpus, call.bytes)) bytes_on[link] += bytes.value();
   }
   std::vector<LinkLoad> loads;

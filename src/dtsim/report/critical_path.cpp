@@ -5,9 +5,7 @@
 #include <unordered_map>
 
 namespace dtsim::report {
-namespace {
-
-std::string kind_of(const plan::TaskGraph& g, const plan::Task& t) {
+std::string task_kind(const plan::TaskGraph& g, const plan::Task& t) {
   if (t.kind == plan::TaskKind::kComm) {
     const auto& call = g.calls[static_cast<std::size_t>(t.payload)];
     return "comm: " + std::string(to_string(g.groups[static_cast<std::size_t>(call.group)].kind));
@@ -19,8 +17,6 @@ std::string kind_of(const plan::TaskGraph& g, const plan::Task& t) {
   });
   return matmul ? "compute (matmul)" : "compute (memory-bound)";
 }
-
-}  // namespace
 
 CriticalPath critical_path(const plan::TaskGraph& g, const plan::Timeline& tl) {
   const std::size_t n = g.tasks.size();
@@ -51,7 +47,7 @@ CriticalPath critical_path(const plan::TaskGraph& g, const plan::Timeline& tl) {
   while (true) {
     const plan::Task& t = g.tasks[current];
     const auto& span = tl.spans[current];
-    time_of[kind_of(g, t)] += (span.end - span.start).count;
+    time_of[task_kind(g, t)] += (span.end - span.start).count;
     ++path.tasks;
     // Whichever predecessor ended last released this task.
     std::vector<std::uint32_t> sources{current};

@@ -24,4 +24,8 @@ struct CriticalPath {
 
 CriticalPath critical_path(const plan::TaskGraph& graph, const plan::Timeline& timeline);
 
+/// What a task is, in the words of the critical path and the HTML timeline:
+/// "compute (matmul)", "compute (memory-bound)", "optimizer" or "comm: <group kind>".
+std::string task_kind(const plan::TaskGraph& graph, const plan::Task& task);
+
 }  // namespace dtsim::report

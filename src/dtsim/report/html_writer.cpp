@@ -1,5 +1,7 @@
 #include "dtsim/report/html_writer.hpp"
 
+#include "dtsim/report/critical_path.hpp"
+
 #include <algorithm>
 #include <map>
 
@@ -28,19 +30,6 @@ const char* colour_of(const std::string& kind) {
   return "#999999";
 }
 
-std::string kind_of(const plan::TaskGraph& g, const plan::Task& t) {
-  if (t.kind == plan::TaskKind::kComm) {
-    return "comm: " + std::string(to_string(g.groups[static_cast<std::size_t>(g.calls[static_cast<std::size_t>(t.payload)].group)].kind));
-  }
-  if (t.phase == plan::Phase::kOptimizer) return "optimizer";
-  const auto& ops = g.kernels[static_cast<std::size_t>(t.payload)].ops;
-  return std::any_of(ops.begin(), ops.end(), [](const hw::OpWork& w) {
-           return w.kind == model::OpKind::kGemm || w.kind == model::OpKind::kAttention;
-         })
-             ? "compute (matmul)"
-             : "compute (memory-bound)";
-}
-
 std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -62,7 +51,7 @@ std::string timeline_svg(const plan::TaskGraph& g, const plan::Timeline& tl, std
     const int row = g.simulated_index(t.rank);
     if (row < 0 || static_cast<std::size_t>(row) >= ranks) continue;
     const int lane = t.kind == plan::TaskKind::kCompute ? 0 : 1;
-    lanes[{row, lane, kind_of(g, t)}].emplace_back(static_cast<double>(tl.spans[id].start.count),
+    lanes[{row, lane, task_kind(g, t)}].emplace_back(static_cast<double>(tl.spans[id].start.count),
                                                    static_cast<double>(tl.spans[id].end.count));
   }
   const double label = 110, height = static_cast<double>(ranks) * (2 * kLane + 8) + 24;

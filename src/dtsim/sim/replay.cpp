@@ -14,17 +14,6 @@ using core::Nanoseconds;
 using plan::Task;
 using plan::TaskKind;
 
-net::CollectiveOp to_net(plan::CommOp op) {
-  switch (op) {
-    case plan::CommOp::kAllReduce: return net::CollectiveOp::kAllReduce;
-    case plan::CommOp::kReduceScatter: return net::CollectiveOp::kReduceScatter;
-    case plan::CommOp::kAllGather: return net::CollectiveOp::kAllGather;
-    case plan::CommOp::kSendRecv: return net::CollectiveOp::kSendRecv;
-    case plan::CommOp::kRingExchange: return net::CollectiveOp::kRingExchange;
-    case plan::CommOp::kAllToAll: return net::CollectiveOp::kAllToAll;
-  }
-  return net::CollectiveOp::kAllReduce;
-}
 
 class Replay {
  public:
@@ -218,6 +207,18 @@ class Replay {
 };
 
 }  // namespace
+
+net::CollectiveOp to_net(plan::CommOp op) {
+  switch (op) {
+    case plan::CommOp::kAllReduce: return net::CollectiveOp::kAllReduce;
+    case plan::CommOp::kReduceScatter: return net::CollectiveOp::kReduceScatter;
+    case plan::CommOp::kAllGather: return net::CollectiveOp::kAllGather;
+    case plan::CommOp::kSendRecv: return net::CollectiveOp::kSendRecv;
+    case plan::CommOp::kRingExchange: return net::CollectiveOp::kRingExchange;
+    case plan::CommOp::kAllToAll: return net::CollectiveOp::kAllToAll;
+  }
+  return net::CollectiveOp::kAllReduce;
+}
 
 TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_model, const net::Network& network) {
   TaskCosts costs;

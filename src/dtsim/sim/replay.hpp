@@ -11,6 +11,9 @@
 
 namespace dtsim::sim {
 
+/// The network model's name for an IR collective.
+net::CollectiveOp to_net(plan::CommOp op);
+
 /// Durations of every kernel and collective call of the graph, costed once.
 struct TaskCosts {
   std::vector<core::Nanoseconds> kernel;
