@@ -46,6 +46,7 @@ void add_collective(CLI::App& app, CollectiveOptions& o) {
   cmd->add_option("--group", o.group, "GPUs in the group, the first ones in placement order (default: all)");
   cmd->add_option("--sizes", o.sizes, "buffer sizes, doubling from the first to the last")->capture_default_str();
   cmd->add_option("--algorithm", o.algorithm, "auto, ring, tree, halving_doubling, direct, nvls")->capture_default_str();
+  cmd->add_option("--profile", o.profile, "calibration profile: its measured collectives replace the fabric model");
   cmd->add_flag("--json", o.json, "print the rows as JSON");
 }
 
@@ -71,7 +72,10 @@ int run_collective(const CollectiveOptions& o, std::ostream& out) {
   if (first.value() < 1 || last < first) throw core::InputError("--sizes", "", "expected a range from small to large, like 8B:8GiB");
   std::vector<int> gpus(static_cast<std::size_t>(group));
   for (int i = 0; i < group; ++i) gpus[static_cast<std::size_t>(i)] = i;
-  net::Network network(cluster, {1.0, *algorithm});
+  net::NetworkOptions options;
+  options.algorithm = *algorithm;
+  if (o.profile) options.measured = driver::measured_collectives(driver::load_checked_profile(*o.profile, cluster));
+  net::Network network(cluster, options);
 
   nlohmann::json rows = nlohmann::json::array();
   if (!o.json) {

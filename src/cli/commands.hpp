@@ -34,6 +34,7 @@ struct CollectiveOptions {
   std::optional<int> group;
   std::string sizes = "8B:8GiB";
   std::string algorithm = "auto";
+  std::optional<std::string> profile;
   bool json = false;
 };
 
@@ -58,6 +59,7 @@ struct SearchOptions {
   std::string max;
   int top = 20;
   int threads = 0;
+  std::optional<std::string> profile;
   bool json = false;
 };
 

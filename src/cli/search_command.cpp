@@ -78,6 +78,7 @@ void add_search(CLI::App& app, SearchOptions& o) {
   cmd->add_option("--max", o.max, "bound dimensions from above, e.g. pp=16");
   cmd->add_option("--top", o.top, "rows to print")->capture_default_str();
   cmd->add_option("--threads", o.threads, "worker threads (default: all cores)");
+  cmd->add_option("--profile", o.profile, "calibration profile (dtsim.profile/1)");
   cmd->add_flag("--json", o.json, "print every fitting candidate as JSON");
 }
 
@@ -87,7 +88,14 @@ int run_search(const SearchOptions& o, std::ostream& out) {
   if (o.nodes && *o.nodes < 1) throw core::InputError("--nodes", "", "expected a positive node count");
   topo::Cluster cluster = topo::load_cluster(driver::resolve_input(o.cluster, "topologies", "--cluster"), catalog, {o.nodes});
   if (o.gbs < 1) throw core::InputError("--gbs", "", fmt::format("expected a positive global batch, got {}", o.gbs));
+  if (o.profile) {
+    cluster.set_device(hw::apply_figures(cluster.device(), driver::load_checked_profile(*o.profile, cluster)));
+  } else if (cluster.device().needs_profile) {
+    throw core::InputError("--profile", "", fmt::format("the {} device has no datasheet figures; pass a "
+                                                        "dtsim-calibrate profile", cluster.device().name));
+  }
   search::SearchOptions options;
+  options.profile = o.profile;
   options.global_batch = o.gbs;
   options.fixed = parse_dimensions("--fix", o.fix);
   options.at_most = parse_dimensions("--max", o.max);

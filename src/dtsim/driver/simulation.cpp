@@ -41,29 +41,57 @@ std::filesystem::path resolve_input(const std::string& name_or_path, const std::
                                                name_or_path, folder, choices));
 }
 
+std::map<std::pair<net::CollectiveOp, int>, core::LinearFit> measured_collectives(const hw::Profile& profile) {
+  std::map<std::pair<net::CollectiveOp, int>, core::LinearFit> out;
+  for (const hw::MeasuredCollective& c : profile.collectives) {
+    // parse_profile admitted only these names; ring_exchange is not one the CLI offers.
+    const auto op = c.op == "ring_exchange" ? net::CollectiveOp::kRingExchange : *net::parse_collective_op(c.op);
+    out[{op, c.ranks}] = c.fit;
+  }
+  return out;
+}
+
+hw::Profile load_checked_profile(const std::string& path, const topo::Cluster& cluster) {
+  hw::DeviceCatalog catalog;
+  hw::Profile profile = hw::load_profile(path);
+  const hw::Device* device = catalog.find(profile.device);
+  if (!device || device->name != cluster.device().name) {
+    throw core::InputError(path, "/device", fmt::format("expected a profile of the cluster's {}, got \"{}\"",
+                                                       cluster.device().name, profile.device));
+  }
+  if (device->needs_profile && (!profile.figures || !profile.kernels)) {
+    throw core::InputError(path, "/kernels", fmt::format("a profile of the {} needs device_figures and kernels "
+                                                         "(dtsim-calibrate writes both)", device->name));
+  }
+  return profile;
+}
+
 Simulation simulate(const SimulationRequest& request) {
   hw::DeviceCatalog catalog;
   model::Graph graph = model::load_workload(resolve_input(request.model, "workloads", "--model"), {request.seq_len});
   if (request.nodes && *request.nodes < 1) throw core::InputError("--nodes", "", "expected a positive node count");
   topo::Cluster cluster = topo::load_cluster(resolve_input(request.cluster, "topologies", "--cluster"), catalog,
                                              {request.nodes});
+  if (request.profile) {
+    cluster.set_device(hw::apply_figures(cluster.device(), load_checked_profile(*request.profile, cluster)));
+  } else if (cluster.device().needs_profile) {
+    throw core::InputError("--profile", "", fmt::format("the {} device of cluster {} has no datasheet figures; measure "
+                                                        "them with dtsim-calibrate and pass its profile",
+                                                        cluster.device().name, cluster.name()));
+  }
   Prediction p = predict(graph, cluster, request);
   return Simulation{std::move(graph), std::move(cluster), p.strategy, std::move(p.tasks), std::move(p.timeline),
                     std::move(p.report)};
 }
 
 Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, const SimulationRequest& request) {
-  hw::DeviceCatalog catalog;
   plan::ResolvedStrategy strategy = plan::resolve(plan::parse_strategy(request.strategy), graph, cluster);
 
   hw::Efficiency efficiency;
+  std::optional<hw::Profile> profile;
   if (request.profile) {
-    hw::Profile profile = hw::load_profile(*request.profile);
-    if (!catalog.find(profile.device) || catalog.find(profile.device)->name != cluster.device().name) {
-      throw core::InputError(*request.profile, "/device",
-                             fmt::format("expected a profile of the cluster's {}, got \"{}\"", cluster.device().name, profile.device));
-    }
-    efficiency = profile.efficiency;
+    profile = load_checked_profile(*request.profile, cluster);
+    efficiency = profile->efficiency;
   }
   const WhatIf& w = request.what_if;
   hw::Device device = cluster.device();
@@ -71,8 +99,9 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
   device.hbm_bandwidth = device.hbm_bandwidth * w.hbm;
   efficiency.gemm_overhead = efficiency.gemm_overhead * w.latency;
   efficiency.memory_overhead = efficiency.memory_overhead * w.latency;
-  hw::CostModel cost_model(device, efficiency);
+  hw::CostModel cost_model(device, efficiency, profile ? profile->kernels : nullptr);
   net::NetworkOptions network_options;
+  if (profile) network_options.measured = measured_collectives(*profile);
   network_options.algorithm = *net::parse_algorithm(strategy.s.collective);
   network_options.intra_bandwidth_scale = w.intra_node;
   network_options.inter_bandwidth_scale = w.inter_node;

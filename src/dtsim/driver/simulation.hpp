@@ -3,11 +3,14 @@
 /// the strategy, lower to a TaskGraph, replay, analyze. The CLI, the tests
 /// and the benchmarks all go through here.
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "dtsim/hw/profile.hpp"
 #include "dtsim/model/graph.hpp"
+#include "dtsim/net/collective.hpp"
 #include "dtsim/plan/strategy.hpp"
 #include "dtsim/plan/task_graph.hpp"
 #include "dtsim/plan/timeline.hpp"
@@ -59,6 +62,12 @@ struct Simulation {
 };
 
 Simulation simulate(const SimulationRequest& request);
+
+/// Loads a calibration profile and checks that it measured the cluster's device.
+hw::Profile load_checked_profile(const std::string& path, const topo::Cluster& cluster);
+
+/// The profile's collective fits, keyed as net::NetworkOptions::measured wants them.
+std::map<std::pair<net::CollectiveOp, int>, core::LinearFit> measured_collectives(const hw::Profile& profile);
 
 /// The same on a model and cluster already loaded (a search runs many
 /// strategies on one pair); `strategy` and the options come from `request`.

@@ -10,6 +10,8 @@
 /// kernel; it is what makes small GEMMs inefficient (the achieved fraction of
 /// peak is gemm_fraction * t_ideal / (t_ideal + overhead)). Defaults in
 /// Efficiency are documented there; a calibration profile replaces them.
+#include <memory>
+
 #include "dtsim/core/units.hpp"
 #include "dtsim/hw/device.hpp"
 #include "dtsim/model/graph.hpp"
@@ -41,9 +43,15 @@ struct OpWork {
   bool fused = false;     ///< fused attention: one kernel, scores never reach HBM
 };
 
+struct MeasuredKernels;
+
 class CostModel {
  public:
   CostModel(Device device, Efficiency efficiency) : device_(std::move(device)), efficiency_(efficiency) {}
+  /// With measured kernel tables (a dtsim-calibrate profile), an op costs the
+  /// sum of its kernel_calls() looked up in them; the roofline is not used.
+  CostModel(Device device, Efficiency efficiency, std::shared_ptr<const MeasuredKernels> measured)
+      : device_(std::move(device)), efficiency_(efficiency), measured_(std::move(measured)) {}
 
   [[nodiscard]] core::Seconds time(const OpWork& work, Dtype dtype) const;
   [[nodiscard]] const Device& device() const { return device_; }
@@ -52,6 +60,7 @@ class CostModel {
  private:
   Device device_;
   Efficiency efficiency_;
+  std::shared_ptr<const MeasuredKernels> measured_;
 };
 
 }  // namespace dtsim::hw

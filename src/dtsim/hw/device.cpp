@@ -89,7 +89,14 @@ DeviceCatalog::DeviceCatalog() {
            "1,200 GB/s, 6 ICI links of 50 GB/s each way (3D torus)"),
       make("L40S", "NVIDIA", {91.6, 183, 362, 362, 733}, Bytes(48 * kGB), 864, 0, 32,
            "NVIDIA L40S datasheet (2023): 362 TFLOP/s bf16 dense, 48 GB GDDR6 at 864 GB/s, PCIe Gen4 x16, no NVLink"),
+      make("CPU", "any", {0, 0, 0, 0, 0}, Bytes(0), 0, 0, 0,
+           "the local CPU, one MPI rank per core: no datasheet; dtsim-calibrate measures its fp32 GEMM rate, "
+           "memory bandwidth and RAM into a profile, which --profile supplies"),
   };
+  Device& cpu = devices_.back();
+  cpu.runtime_allowance = Bytes(0);
+  cpu.concurrent_streams = false;
+  cpu.needs_profile = true;
 }
 
 const Device* DeviceCatalog::find(std::string_view name) const {

@@ -29,12 +29,24 @@ struct Device {
   core::BytesPerSecond scale_up_bandwidth;
   core::BytesPerSecond pcie_bandwidth;  ///< host link per direction
   std::string source;
+  /// Memory every rank holds whatever the model: the CUDA context, cuBLAS and
+  /// NCCL workspaces and allocator slack (about 0.5 GiB of context on Hopper
+  /// plus workspaces, rounded up to 1 GiB); none for a CPU process.
+  core::Bytes runtime_allowance{1073741824.0};
+  /// Kernels and collectives run on separate streams at once (GPUs). A CPU
+  /// rank runs its kernels and its MPI collectives on one thread, one after
+  /// the other; only point-to-point sends stay asynchronous.
+  bool concurrent_streams = true;
+  /// No datasheet figures: peak, bandwidth and memory come from a
+  /// dtsim-calibrate profile of the machine (the local CPU).
+  bool needs_profile = false;
 
   [[nodiscard]] core::FlopsPerSecond peak_for(Dtype dtype) const { return peak[static_cast<std::size_t>(dtype)]; }
 };
 
 /// The bundled datasheet catalog: V100, A100 40/80 GB, H100 SXM and PCIe,
-/// H200, B200, MI300X, L40S.
+/// H200, B200, MI300X, L40S, TPU v4, and "CPU": one core of the local
+/// machine, whose figures a calibration profile supplies.
 class DeviceCatalog {
  public:
   DeviceCatalog();

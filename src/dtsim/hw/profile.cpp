@@ -1,35 +1,123 @@
 #include "dtsim/hw/profile.hpp"
 
+#include <stdexcept>
+
+#include <fmt/format.h>
+
 #include "dtsim/core/json_reader.hpp"
 
 namespace dtsim::hw {
+namespace {
+
+Efficiency read_efficiency(core::JsonReader e) {
+  Efficiency defaults;
+  Efficiency out;
+  out.gemm_fraction = e.number_or("gemm_fraction", defaults.gemm_fraction);
+  out.attention_fraction = e.number_or("attention_fraction", defaults.attention_fraction);
+  out.memory_fraction = e.number_or("memory_fraction", defaults.memory_fraction);
+  out.gemm_overhead = e.duration_or("gemm_overhead", defaults.gemm_overhead);
+  out.memory_overhead = e.duration_or("memory_overhead", defaults.memory_overhead);
+  for (const char* key : {"gemm_fraction", "attention_fraction", "memory_fraction"}) {
+    double v = e.raw().value(key, 0.5);
+    if (!(v > 0 && v <= 1)) e.fail(key, "expected a fraction in (0, 1], got " + std::to_string(v));
+  }
+  e.finish();
+  return out;
+}
+
+DeviceFigures read_figures(core::JsonReader f) {
+  DeviceFigures out;
+  const std::string dtype = f.choice("dtype", {"fp32", "tf32", "fp16", "bf16", "fp8"});
+  out.dtype = *parse_dtype(dtype);
+  out.peak = f.flop_rate("peak");
+  out.memory_bandwidth = f.bandwidth("memory_bandwidth");
+  out.memory = f.bytes("memory");
+  if (!(out.peak.value() > 0)) f.fail("peak", "expected a positive rate");
+  if (!(out.memory_bandwidth.value() > 0)) f.fail("memory_bandwidth", "expected a positive bandwidth");
+  f.finish();
+  return out;
+}
+
+// A measured point: {"bytes": 4096, "median_us": 1.9, "times_us": [...]}.
+core::SizeSample read_size_sample(core::JsonReader s) {
+  core::SizeSample out{core::Bytes(s.number("bytes")), core::Seconds(s.number("median_us") * 1e-6)};
+  s.ignore("times_us");
+  if (!(out.bytes.value() > 0)) s.fail("bytes", "expected a positive size");
+  if (!(out.time.value() > 0)) s.fail("median_us", "expected a positive time");
+  s.finish();
+  return out;
+}
+
+MeasuredKernels read_kernels(core::JsonReader k) {
+  MeasuredKernels out;
+  std::vector<GemmSample> gemm;
+  for (core::JsonReader& s : k.objects("gemm")) {
+    gemm.push_back({s.count("m"), s.count("n"), s.count("k"), core::Seconds(s.number("median_us") * 1e-6)});
+    s.ignore("times_us");
+    s.finish();
+  }
+  try {
+    out.gemm = GemmTable(gemm);
+  } catch (const std::invalid_argument& e) {
+    k.fail("gemm", e.what());
+  }
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::string name(to_string(kMemoryFamilies[i]));
+    std::vector<core::SizeSample> samples;
+    for (core::JsonReader& s : k.objects(name)) samples.push_back(read_size_sample(s));
+    try {
+      out.memory[i] = SizeTable(samples);
+    } catch (const std::invalid_argument& e) {
+      k.fail(name, e.what());
+    }
+  }
+  k.finish();
+  return out;
+}
+
+MeasuredCollective read_collective(core::JsonReader c) {
+  MeasuredCollective out;
+  out.op = c.choice("op", {"all_reduce", "reduce_scatter", "all_gather", "all_to_all", "send_recv", "ring_exchange"});
+  out.ranks = static_cast<int>(c.count("ranks"));
+  core::JsonReader fit = c.object("fit");
+  out.fit = {fit.duration("latency"), fit.bandwidth("bandwidth")};
+  fit.finish();
+  for (core::JsonReader& s : c.objects("samples")) out.samples.push_back(read_size_sample(s));
+  c.finish();
+  return out;
+}
+
+}  // namespace
 
 Profile parse_profile(const nlohmann::json& document, const std::string& file) {
   core::JsonReader r(document, file);
   r.choice("schema", {"dtsim.profile/1"});
   Profile profile;
   profile.device = r.string("device");
-  if (r.has("provenance")) {
-    profile.provenance = r.object("provenance").raw();
+  if (r.has("provenance")) profile.provenance = r.object("provenance").raw();
+  if (r.has("efficiency")) profile.efficiency = read_efficiency(r.object("efficiency"));
+  if (r.has("device_figures")) profile.figures = read_figures(r.object("device_figures"));
+  if (r.has("kernels")) profile.kernels = std::make_shared<const MeasuredKernels>(read_kernels(r.object("kernels")));
+  if (r.has("collectives")) {
+    for (core::JsonReader& c : r.objects("collectives")) profile.collectives.push_back(read_collective(c));
   }
-  core::JsonReader e = r.object("efficiency");
-  Efficiency defaults;
-  profile.efficiency.gemm_fraction = e.number_or("gemm_fraction", defaults.gemm_fraction);
-  profile.efficiency.attention_fraction = e.number_or("attention_fraction", defaults.attention_fraction);
-  profile.efficiency.memory_fraction = e.number_or("memory_fraction", defaults.memory_fraction);
-  profile.efficiency.gemm_overhead = e.duration_or("gemm_overhead", defaults.gemm_overhead);
-  profile.efficiency.memory_overhead = e.duration_or("memory_overhead", defaults.memory_overhead);
-  for (const char* key : {"gemm_fraction", "attention_fraction", "memory_fraction"}) {
-    double v = e.raw().value(key, 0.5);
-    if (!(v > 0 && v <= 1)) e.fail(key, "expected a fraction in (0, 1], got " + std::to_string(v));
-  }
-  e.finish();
   r.finish();
   return profile;
 }
 
 Profile load_profile(const std::filesystem::path& path) {
   return parse_profile(core::load_json_file(path), path.string());
+}
+
+Device apply_figures(Device device, const Profile& profile) {
+  if (!profile.figures) return device;
+  const DeviceFigures& f = *profile.figures;
+  device.peak = {};
+  device.peak[static_cast<std::size_t>(f.dtype)] = f.peak;
+  device.hbm_bandwidth = f.memory_bandwidth;
+  device.hbm_capacity = f.memory;
+  device.source = fmt::format("{} (figures measured by the calibration profile)", device.source);
+  return device;
 }
 
 }  // namespace dtsim::hw

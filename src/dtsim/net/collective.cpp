@@ -122,6 +122,15 @@ std::vector<std::pair<int, Bytes>> Network::link_traffic(CollectiveOp op, std::s
 
 CollectiveCost Network::cost(CollectiveOp op, std::span<const int> gpus, Bytes bytes, Algorithm algorithm) const {
   if (gpus.size() <= 1 || bytes.value() <= 0) return {Seconds(0), BytesPerSecond(0), false, Algorithm::kRing};
+  if (auto fit = options_.measured.find({op, static_cast<int>(gpus.size())}); fit != options_.measured.end()) {
+    // The fit stands for whatever the library did; scale it as a what-if asks.
+    const int node = cluster_->node_of_endpoint(gpus.front());
+    const bool one_node = std::all_of(gpus.begin(), gpus.end(),
+                                      [&](int g) { return cluster_->node_of_endpoint(g) == node; });
+    const double scale = one_node ? options_.intra_bandwidth_scale : options_.inter_bandwidth_scale;
+    const BytesPerSecond bandwidth = fit->second.bandwidth * scale;
+    return {fit->second.latency * options_.latency_scale + bytes / bandwidth, bandwidth, false, algorithm, true};
+  }
   if (op == CollectiveOp::kSendRecv) {
     return flat_ring(op, {{gpus[0], gpus[1]}}, bytes);
   }

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "dtsim/core/linear_fit.hpp"
 #include "dtsim/core/units.hpp"
 #include "dtsim/topo/cluster.hpp"
 
@@ -46,6 +47,10 @@ struct NetworkOptions {
   double intra_bandwidth_scale = 1.0;
   double inter_bandwidth_scale = 1.0;
   double latency_scale = 1.0;
+  /// Measured collectives (a dtsim-calibrate profile): a collective of that
+  /// op over that many ranks costs latency + bytes / bandwidth as fitted,
+  /// whatever the fabric says; the what-if scales still apply.
+  std::map<std::pair<CollectiveOp, int>, core::LinearFit> measured;
 };
 
 struct CollectiveCost {
@@ -53,6 +58,7 @@ struct CollectiveCost {
   core::BytesPerSecond bus_bandwidth;  ///< slowest flow's share of its links, efficiency applied
   bool hierarchical = false;
   Algorithm algorithm = Algorithm::kRing;  ///< the one used (never kAuto)
+  bool measured = false;                   ///< costed from NetworkOptions::measured
 };
 
 /// Not thread-safe: it caches routes. Give each thread its own.

@@ -32,8 +32,15 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
     if (backward) w.flops = op.forward_flops * (2.5 * mbs / split);
   }
   w.gemm = op.gemm;
-  w.gemm.m *= r_.s.mbs;
-  w.gemm.n = std::max<std::int64_t>(1, w.gemm.n / static_cast<std::int64_t>(sharded ? r_.s.tp : 1));
+  const auto tp = static_cast<std::int64_t>(sharded ? r_.s.tp : 1);
+  if (op.kind == model::OpKind::kAttention) {
+    // Attention GEMMs are per sample and per head: the micro-batch and tp
+    // change how many run (tp splits the heads), not their shape.
+    w.gemm.batch = std::max<std::int64_t>(1, w.gemm.batch * r_.s.mbs / tp);
+  } else {
+    w.gemm.m *= r_.s.mbs;
+    w.gemm.n = std::max<std::int64_t>(1, w.gemm.n / tp);
+  }
   return w;
 }
 

@@ -18,8 +18,9 @@ using TaskRef = std::optional<std::uint32_t>;
 
 class Lowering {
  public:
-  Lowering(const model::Graph& graph, const ResolvedStrategy& r, const LowerOptions& options)
-      : graph_(graph), r_(r), layout_(r.s), virtual_stages_(r.s.pp * r.s.vpp), chunks_(stage_layers(graph, virtual_stages_)),
+  Lowering(const model::Graph& graph, const ResolvedStrategy& r, const LowerOptions& options,
+           core::Bytes runtime_allowance)
+      : runtime_allowance_(runtime_allowance), graph_(graph), r_(r), layout_(r.s), virtual_stages_(r.s.pp * r.s.vpp), chunks_(stage_layers(graph, virtual_stages_)),
         steps_(graph, r, tg_.kernels) {
     tg_.world = r.world;
     tg_.dtype = r.s.dtype;
@@ -355,7 +356,7 @@ class Lowering {
     }
     const int p = x.p;
     const double params = stage_params(p);
-    StaticMemory memory = static_memory(params, r_);
+    StaticMemory memory = static_memory(params, r_, runtime_allowance_);
     memory.other += communication_buffers(p);
     tg_.simulated.push_back({s.rank, p, memory});
     const int m = r_.micro_batches;
@@ -371,6 +372,7 @@ class Lowering {
     optimizer(s, params);
   }
 
+  core::Bytes runtime_allowance_;
   const model::Graph& graph_;
   const ResolvedStrategy& r_;
   RankLayout layout_;
@@ -404,8 +406,8 @@ std::vector<std::vector<int>> stage_layers(const model::Graph& graph, int stages
 
 TaskGraph lower(const model::Graph& graph, const ResolvedStrategy& strategy, const topo::Cluster& cluster,
                 const LowerOptions& options) {
-  (void)cluster;  // placement is node-major today; other placements will read the cluster
-  return Lowering(graph, strategy, options).run();
+  // Placement is node-major today; other placements will read the cluster.
+  return Lowering(graph, strategy, options, cluster.device().runtime_allowance).run();
 }
 
 }  // namespace dtsim::plan

@@ -12,14 +12,14 @@ double params_on_rank(const model::Op& op, const Strategy& s) {
   return op.params / tp / (op.expert ? s.ep : 1);
 }
 
-StaticMemory static_memory(double params, const ResolvedStrategy& r) {
+StaticMemory static_memory(double params, const ResolvedStrategy& r, core::Bytes runtime_allowance) {
   const BytesPerParam per = bytes_per_param(r.s.dtype);
   const double dp = r.s.dp * r.s.cp;  // the distributed optimizer shards over dp and cp ranks
   StaticMemory m;
   m.params = core::Bytes(params * per.params / (r.s.zero >= 3 ? dp : 1.0));
   m.grads = core::Bytes(params * per.grads / (r.s.zero >= 2 ? dp : 1.0));
   m.optimizer = core::Bytes(params * per.optimizer / (r.s.zero >= 1 ? dp : 1.0));
-  m.other = core::Bytes(kContextAllowanceBytes);
+  m.other = runtime_allowance;
   return m;
 }
 

@@ -28,7 +28,9 @@ BytesPerParam bytes_per_param(hw::Dtype dtype);
 /// Parameters a rank holds of one op: sharded ops divide by tp, experts by ep.
 double params_on_rank(const model::Op& op, const Strategy& s);
 
-StaticMemory static_memory(double params_on_rank, const ResolvedStrategy& strategy);
+/// `runtime_allowance` is the device's (hw::Device::runtime_allowance).
+StaticMemory static_memory(double params_on_rank, const ResolvedStrategy& strategy,
+                           core::Bytes runtime_allowance = core::Bytes(kContextAllowanceBytes));
 
 /// Activation bytes one layer keeps per micro-batch on one rank (without full
 /// recomputation; selective recomputation drops the attention scores).

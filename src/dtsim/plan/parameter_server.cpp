@@ -65,7 +65,7 @@ TaskGraph lower_parameter_server(const model::Graph& graph, const ResolvedStrate
 
   LayerSteps steps(graph, r, b.tg.kernels);
   std::vector<std::vector<std::uint32_t>> pushes(static_cast<std::size_t>(workers));
-  StaticMemory memory = static_memory(params, r);
+  StaticMemory memory = static_memory(params, r, cluster.device().runtime_allowance);
   memory.optimizer = Bytes(0);  // the shards hold the optimizer state, on their hosts
   for (int w = 0; w < workers; ++w) b.tg.simulated.push_back({w, 0, memory});
 

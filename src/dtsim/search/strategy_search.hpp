@@ -6,6 +6,7 @@
 /// with the Pareto front of throughput against memory marked.
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct SearchOptions {
   std::map<std::string, int> fixed;
   std::map<std::string, int> at_most;
   int threads = 0;  ///< 0: all cores
+  std::optional<std::string> profile;  ///< calibration profile, as `simulate --profile`
   /// Called after each simulated configuration with (done, total).
   std::function<void(std::size_t, std::size_t)> progress;
 };

@@ -106,8 +106,11 @@ class Replay {
   }
 
   std::size_t stream_of(const Task& t) const {
+    // Without concurrent streams (a CPU rank's one thread), kernels and
+    // collectives queue on one stream in program order.
+    const plan::Stream stream = costs_.concurrent_streams ? t.stream : plan::Stream::kCompute;
     return static_cast<std::size_t>(index_of_rank_[static_cast<std::size_t>(t.rank)]) * plan::kStreamCount +
-           static_cast<std::size_t>(t.stream);
+           static_cast<std::size_t>(stream);
   }
 
   void build_successors() {
@@ -222,6 +225,7 @@ net::CollectiveOp to_net(plan::CommOp op) {
 
 TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_model, const net::Network& network) {
   TaskCosts costs;
+  costs.concurrent_streams = cost_model.device().concurrent_streams;
   costs.kernel.reserve(graph.kernels.size());
   for (const plan::Kernel& k : graph.kernels) {
     core::Seconds total;

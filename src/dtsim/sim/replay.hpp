@@ -21,6 +21,10 @@ struct TaskCosts {
   /// Relative compute speed of each rank (1 = as costed; 0.5 takes twice as
   /// long); empty means all 1. Stragglers and heterogeneous GPUs.
   std::vector<double> rank_speed;
+  /// hw::Device::concurrent_streams: false runs a rank's kernels and
+  /// collectives one at a time in program order (point-to-point transfers
+  /// and server queues stay as they are).
+  bool concurrent_streams = true;
 };
 
 TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_model, const net::Network& network);

@@ -68,6 +68,8 @@ class Cluster {
   [[nodiscard]] const std::string& name() const { return shape_.name; }
   [[nodiscard]] const std::string& source() const { return shape_.source; }
   [[nodiscard]] const hw::Device& device() const { return shape_.device; }
+  /// A calibration profile's measured figures replace the datasheet's (hw::apply_figures).
+  void set_device(hw::Device device) { shape_.device = std::move(device); }
   [[nodiscard]] int nodes() const { return shape_.nodes; }
   [[nodiscard]] bool torus() const { return shape_.torus; }
   [[nodiscard]] bool nvls() const { return shape_.nvls; }

@@ -1,0 +1,67 @@
+#include "dtsim/hw/kernel_calls.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dtsim::hw {
+
+std::string_view to_string(KernelFamily family) {
+  switch (family) {
+    case KernelFamily::kGemm: return "gemm";
+    case KernelFamily::kCopy: return "copy";
+    case KernelFamily::kElementwise: return "elementwise";
+    case KernelFamily::kReduction: return "reduction";
+  }
+  return "?";
+}
+
+namespace {
+
+// Pass 0 is the forward GEMM; passes 1 and 2 are the data and weight
+// gradients, which transpose the roles of the three dimensions.
+model::GemmShape oriented(const model::GemmShape& s, int pass) {
+  switch (pass % 3) {
+    case 1: return {s.m, s.k, s.n, 1};
+    case 2: return {s.k, s.n, s.m, 1};
+    default: return {s.m, s.n, s.k, 1};
+  }
+}
+
+void add_gemm_passes(std::vector<KernelCall>& calls, const OpWork& work) {
+  const model::GemmShape s{std::max<std::int64_t>(1, work.gemm.m), std::max<std::int64_t>(1, work.gemm.n),
+                           std::max<std::int64_t>(1, work.gemm.k), std::max<std::int64_t>(1, work.gemm.batch)};
+  const double per_pass = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) *
+                          static_cast<double>(s.batch);
+  if (work.flops.value() <= 0) return;
+  const auto passes = std::max<long long>(1, std::llround(work.flops.value() / per_pass));
+  for (long long p = 0; p < passes; ++p) {
+    // One pass is a forward; several start at the gradients (a backward, or a recomputed forward plus backward).
+    const int pass = passes == 1 ? 0 : static_cast<int>(p + 1);
+    calls.push_back({KernelFamily::kGemm, oriented(s, pass), s.batch, core::Bytes(0)});
+  }
+}
+
+}  // namespace
+
+std::vector<KernelCall> kernel_calls(const OpWork& work) {
+  std::vector<KernelCall> calls;
+  auto stream = [&](KernelFamily family) {
+    if (work.bytes_moved.value() > 0) calls.push_back({family, {}, 1, work.bytes_moved});
+  };
+  switch (work.kind) {
+    case model::OpKind::kGemm:
+      add_gemm_passes(calls, work);
+      break;
+    case model::OpKind::kAttention:
+      add_gemm_passes(calls, work);
+      if (!work.fused) stream(KernelFamily::kReduction);
+      break;
+    case model::OpKind::kEmbedding: stream(KernelFamily::kCopy); break;
+    case model::OpKind::kNorm:
+    case model::OpKind::kLoss: stream(KernelFamily::kReduction); break;
+    case model::OpKind::kElementwise: stream(KernelFamily::kElementwise); break;
+  }
+  return calls;
+}
+
+}  // namespace dtsim::hw

@@ -1,0 +1,66 @@
+#pragma once
+/// Kernel times measured by dtsim-calibrate, and their interpolation. A
+/// profile with these replaces the roofline: a kernel costs what the machine
+/// was seen to take for that shape or size.
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "dtsim/core/linear_fit.hpp"
+#include "dtsim/core/units.hpp"
+#include "dtsim/hw/kernel_calls.hpp"
+
+namespace dtsim::hw {
+
+struct GemmSample {
+  std::int64_t m = 0, n = 0, k = 0;
+  core::Seconds time;
+};
+
+/// Achieved FLOP/s over a full grid of (m, n, k), interpolated trilinearly in
+/// log2 of each dimension and clamped at the grid's edges; a GEMM then takes
+/// 2mnk over that rate. Interpolating the rate rather than the time keeps
+/// the O(mnk) growth exact between grid points.
+class GemmTable {
+ public:
+  GemmTable() = default;
+  /// Throws std::invalid_argument naming the first missing grid point.
+  explicit GemmTable(const std::vector<GemmSample>& samples);
+
+  [[nodiscard]] bool empty() const { return rate_.empty(); }
+  [[nodiscard]] core::FlopsPerSecond rate(const model::GemmShape& shape) const;
+  [[nodiscard]] core::Seconds time(const model::GemmShape& shape) const;
+  [[nodiscard]] core::FlopsPerSecond best() const;
+
+ private:
+  std::array<std::vector<double>, 3> log_axis_;  ///< log2 of the distinct m, n, k
+  std::vector<double> rate_;                     ///< FLOP/s, m-major
+};
+
+/// Time of a streaming kernel against its bytes: piecewise linear between
+/// samples on log-log axes (caches make it anything but one straight line);
+/// below the smallest size, that size's time (latency bound); above the
+/// largest, its time scaled by bytes (bandwidth bound).
+class SizeTable {
+ public:
+  SizeTable() = default;
+  /// Sorted by size; throws std::invalid_argument for fewer than two sizes or a non-positive time.
+  explicit SizeTable(std::vector<core::SizeSample> samples);
+
+  [[nodiscard]] bool empty() const { return samples_.empty(); }
+  [[nodiscard]] core::Seconds time(core::Bytes bytes) const;
+  [[nodiscard]] const std::vector<core::SizeSample>& samples() const { return samples_; }
+
+ private:
+  std::vector<core::SizeSample> samples_;
+};
+
+struct MeasuredKernels {
+  GemmTable gemm;
+  std::array<SizeTable, 3> memory;  ///< by kMemoryFamilies order: copy, elementwise, reduction
+
+  [[nodiscard]] const SizeTable& table(KernelFamily family) const;
+  [[nodiscard]] core::Seconds time(const KernelCall& call) const;
+};
+
+}  // namespace dtsim::hw
