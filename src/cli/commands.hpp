@@ -80,6 +80,31 @@ struct PlanOptions {
 void add_plan(CLI::App& app, PlanOptions& options);
 int run_plan(const PlanOptions& options, std::ostream& out);
 
+struct RunOptions {
+  std::string model = "tiny-gpt";
+  std::string cluster = "localhost-cpu";
+  std::string strategy = "dp=2,gbs=8,mbs=2,dtype=fp32";
+  std::optional<std::string> profile;
+  std::optional<std::string> trace;
+  int steps = 3;
+  int warmup = 1;
+  bool json = false;
+};
+
+void add_run(CLI::App& app, RunOptions& options);
+/// `args` is the command line as given, for re-executing under mpirun.
+int run_run(const RunOptions& options, const std::vector<std::string>& args, std::ostream& out);
+
+struct ValidateOptions {
+  RunOptions run;
+  std::optional<std::string> save_profile;
+  std::optional<std::string> max_error;
+  bool quick_calibration = false;
+};
+
+void add_validate(CLI::App& app, ValidateOptions& options);
+int run_validate(const ValidateOptions& options, const std::vector<std::string>& args, std::ostream& out);
+
 void add_list(CLI::App& app);
 int run_list(std::ostream& out);
 

@@ -3,6 +3,9 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -23,6 +26,10 @@ int main(int argc, char** argv) {
   dtsim::cli::add_search(app, search);
   dtsim::cli::PlanOptions plan;
   dtsim::cli::add_plan(app, plan);
+  dtsim::cli::RunOptions run;
+  dtsim::cli::add_run(app, run);
+  dtsim::cli::ValidateOptions validate;
+  dtsim::cli::add_validate(app, validate);
   dtsim::cli::add_list(app);
   try {
     app.parse(argc, argv);
@@ -36,9 +43,15 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("compare")) return dtsim::cli::run_compare(compare, std::cout);
     if (app.got_subcommand("search")) return dtsim::cli::run_search(search, std::cout);
     if (app.got_subcommand("plan")) return dtsim::cli::run_plan(plan, std::cout);
+    const std::vector<std::string> args(argv, argv + argc);
+    if (app.got_subcommand("run")) return dtsim::cli::run_run(run, args, std::cout);
+    if (app.got_subcommand("validate")) return dtsim::cli::run_validate(validate, args, std::cout);
   } catch (const dtsim::core::InputError& e) {
     std::fprintf(stderr, "dtsim: %s\n", e.what());
     return 2;
+  } catch (const std::runtime_error& e) {  // the real executor's and the launcher's failures
+    std::fprintf(stderr, "dtsim: %s\n", e.what());
+    return 3;
   }
   return 0;
 }

@@ -84,6 +84,20 @@ Simulation simulate(const SimulationRequest& request) {
                     std::move(p.report)};
 }
 
+int resolve_world(const SimulationRequest& request) {
+  hw::DeviceCatalog catalog;
+  model::Graph graph = model::load_workload(resolve_input(request.model, "workloads", "--model"), {request.seq_len});
+  topo::Cluster cluster = topo::load_cluster(resolve_input(request.cluster, "topologies", "--cluster"), catalog,
+                                             {request.nodes});
+  if (cluster.device().needs_profile) {
+    // Only the rank count is wanted: any dtype passes until a profile says what the device does.
+    hw::Device device = cluster.device();
+    for (auto& peak : device.peak) peak = core::FlopsPerSecond(1);
+    cluster.set_device(device);
+  }
+  return plan::resolve(plan::parse_strategy(request.strategy), graph, cluster).world;
+}
+
 Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, const SimulationRequest& request) {
   plan::ResolvedStrategy strategy = plan::resolve(plan::parse_strategy(request.strategy), graph, cluster);
 

@@ -63,6 +63,9 @@ struct Simulation {
 
 Simulation simulate(const SimulationRequest& request);
 
+/// The number of ranks the request's strategy uses (no simulation, no profile needed).
+int resolve_world(const SimulationRequest& request);
+
 /// Loads a calibration profile and checks that it measured the cluster's device.
 hw::Profile load_checked_profile(const std::string& path, const topo::Cluster& cluster);
 

@@ -106,4 +106,9 @@ struct TaskGraph {
   [[nodiscard]] int simulated_index(int rank) const;
 };
 
+/// A pipeline kSendRecv's group is (stage v, stage v + 1): forward tasks
+/// carry activations from member 0 to member 1, backward tasks gradients
+/// from member 1 to member 0. The index of the member that sends.
+inline int sender_index(const Task& task) { return task.phase == Phase::kBackward ? 1 : 0; }
+
 }  // namespace dtsim::plan

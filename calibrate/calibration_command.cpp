@@ -1,0 +1,106 @@
+#include "calibrate/calibration_command.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "dtsim/core/input_error.hpp"
+#include "dtsim/core/quantity_parse.hpp"
+
+namespace dtsim::calibrate {
+namespace {
+
+std::pair<core::Bytes, core::Bytes> size_range(const std::string& flag, const std::string& text) {
+  const auto colon = text.find(':');
+  try {
+    if (colon == std::string::npos) throw std::invalid_argument("expected a range");
+    auto range = std::pair{core::parse_bytes(text.substr(0, colon)), core::parse_bytes(text.substr(colon + 1))};
+    if (!(range.first.value() >= 4) || range.second < range.first) throw std::invalid_argument("expected small:large");
+    return range;
+  } catch (const std::invalid_argument& e) {
+    throw core::InputError(flag, "", fmt::format("{} (a range is written 4KiB:64MiB), got \"{}\"", e.what(), text));
+  }
+}
+
+}  // namespace
+
+void add_options(CLI::App& app, CommandOptions& o) {
+  app.add_option("--out,-o", o.out, "where to write the profile")->capture_default_str();
+  app.add_option("--ranks,-n", o.ranks, "MPI ranks (one per core); started with mpirun unless already under it")
+      ->capture_default_str();
+  app.add_option("--gemm-sizes", o.gemm_sizes, "the GEMM grid: every (m, n, k) from this list")->capture_default_str();
+  app.add_option("--stream-sizes", o.stream_sizes, "streaming-kernel sizes, x4 steps")->capture_default_str();
+  app.add_option("--message-sizes", o.message_sizes, "collective sizes, x4 steps")->capture_default_str();
+  app.add_flag("--quick", o.quick, "fewer iterations per point (tests; noisier)");
+}
+
+CalibrationOptions to_calibration(const CommandOptions& o) {
+  if (o.ranks < 1) throw core::InputError("--ranks", "", fmt::format("expected at least 1 rank, got {}", o.ranks));
+  CalibrationOptions c;
+  c.gemm_sizes.clear();
+  std::stringstream list(o.gemm_sizes);
+  for (std::string item; std::getline(list, item, ',');) {
+    try {
+      std::size_t used = 0;
+      const long long v = std::stoll(item, &used);
+      if (used != item.size() || v < 1 || v > 16384) throw std::invalid_argument("range");
+      c.gemm_sizes.push_back(v);
+    } catch (const std::exception&) {
+      throw core::InputError("--gemm-sizes", "", fmt::format("expected sizes from 1 to 16384 separated by commas, got \"{}\"", item));
+    }
+  }
+  if (c.gemm_sizes.empty()) throw core::InputError("--gemm-sizes", "", "expected at least one size");
+  std::tie(c.min_stream, c.max_stream) = size_range("--stream-sizes", o.stream_sizes);
+  std::tie(c.min_message, c.max_message) = size_range("--message-sizes", o.message_sizes);
+  if (size_steps(c.min_stream, c.max_stream, 4).size() < 2) {
+    throw core::InputError("--stream-sizes", "", "expected a range of at least two x4 steps");
+  }
+  if (size_steps(c.min_message, c.max_message, 4).size() < 2) {
+    throw core::InputError("--message-sizes", "", "expected a range of at least two x4 steps");
+  }
+  if (o.quick) {
+    c.timing.warmup = 1;
+    c.timing.min_iterations = 3;
+    c.timing.max_iterations = 10;
+    c.timing.target = core::Seconds(0.01);
+  }
+  return c;
+}
+
+nlohmann::json calibrate_profile(const CalibrationOptions& options, const std::string& arguments, MPI_Comm world) {
+  int ranks = 1;
+  MPI_Comm_size(world, &ranks);
+  Measurements m = calibrate_cpu(world, options);
+  return to_profile(m, collect_provenance(arguments, ranks));
+}
+
+int run_calibration(const CommandOptions& o, const std::string& arguments, MPI_Comm world, std::ostream& out) {
+  const CalibrationOptions options = to_calibration(o);
+  int rank = 0;
+  MPI_Comm_rank(world, &rank);
+  nlohmann::json profile = calibrate_profile(options, arguments, world);
+  if (rank != 0) return 0;
+  std::ofstream file(o.out);
+  file << profile.dump(1) << "\n";
+  if (!file) throw core::InputError("--out", "", fmt::format("could not write \"{}\"", o.out));
+  print_summary(profile, out);
+  fmt::print(out, "profile written to {}\n", o.out);
+  return 0;
+}
+
+void print_summary(const nlohmann::json& p, std::ostream& out) {
+  const nlohmann::json& prov = p.at("provenance");
+  fmt::print(out, "{} ({} cores, {} ranks), {}\n", prov.at("cpu_model").get<std::string>(), prov.at("cores").get<int>(),
+             prov.at("ranks").get<int>(), prov.at("date").get<std::string>());
+  const nlohmann::json& f = p.at("device_figures");
+  fmt::print(out, "  GEMM fp32, best of {} shapes: {}\n", p.at("kernels").at("gemm").size(), f.at("peak").get<std::string>());
+  fmt::print(out, "  memory bandwidth (largest copy): {}\n", f.at("memory_bandwidth").get<std::string>());
+  for (const auto& c : p.at("collectives")) {
+    fmt::print(out, "  {:<15} {} ranks: latency {}, bandwidth {}\n", c.at("op").get<std::string>(), c.at("ranks").get<int>(),
+               c.at("fit").at("latency").get<std::string>(), c.at("fit").at("bandwidth").get<std::string>());
+  }
+}
+
+}  // namespace dtsim::calibrate

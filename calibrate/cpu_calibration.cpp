@@ -1,0 +1,135 @@
+#include "calibrate/cpu_calibration.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "dtsim/exec/cpu_kernels.hpp"
+#include "dtsim/exec/mpi_collectives.hpp"
+
+namespace dtsim::calibrate {
+namespace {
+
+core::Bytes machine_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  while (in >> key >> kib) {
+    if (key == "MemTotal:") return core::Bytes(kib * 1024);
+    in.ignore(256, '\n');
+  }
+  return core::Bytes(0);
+}
+
+void gemm_grid(MPI_Comm world, const CalibrationOptions& o, Measurements& out) {
+  exec::CpuKernels kernels;
+  for (std::int64_t m : o.gemm_sizes) {
+    for (std::int64_t n : o.gemm_sizes) {
+      for (std::int64_t k : o.gemm_sizes) {
+        const hw::KernelCall call{hw::KernelFamily::kGemm, {m, n, k, 1}, 1, core::Bytes(0)};
+        kernels.reserve(call);
+        Series s = time_on_all_ranks(world, [&] { kernels.gemm(call.gemm); }, o.timing);
+        if (kernels.check_gemm(call.gemm) > 1e-3) {
+          throw std::runtime_error(fmt::format("GEMM {}x{}x{} gave a wrong result", m, n, k));
+        }
+        out.gemm.push_back({m, n, k, std::move(s)});
+      }
+    }
+  }
+}
+
+void streaming(MPI_Comm world, const CalibrationOptions& o, Measurements& out) {
+  exec::CpuKernels kernels;
+  for (std::size_t f = 0; f < 3; ++f) {
+    const hw::KernelFamily family = hw::kMemoryFamilies[f];
+    for (core::Bytes bytes : size_steps(o.min_stream, o.max_stream, 4)) {
+      kernels.reserve({family, {}, 1, bytes});
+      Series s = time_on_all_ranks(world, [&] { kernels.stream(family, bytes); }, o.timing);
+      if (!kernels.check_stream(family, bytes)) {
+        throw std::runtime_error(fmt::format("the {} kernel over {} bytes gave a wrong result", hw::to_string(family),
+                                             bytes.value()));
+      }
+      out.memory[f].push_back({bytes, std::move(s)});
+    }
+  }
+}
+
+// One synthetic TaskGraph per rank count, with a call per (op, size), run
+// through exec::MpiCollectives: calibration times the calls `dtsim run` makes.
+void collectives(MPI_Comm world, const CalibrationOptions& o, Measurements& out) {
+  int size = 1;
+  MPI_Comm_size(world, &size);
+  std::vector<int> counts;
+  for (int n = 2; n < size; n *= 2) counts.push_back(n);
+  if (size >= 2) counts.push_back(size);
+  const plan::CommOp ops[] = {plan::CommOp::kAllReduce, plan::CommOp::kReduceScatter, plan::CommOp::kAllGather,
+                              plan::CommOp::kAllToAll, plan::CommOp::kRingExchange, plan::CommOp::kSendRecv};
+  const std::vector<core::Bytes> sizes = size_steps(o.min_message, o.max_message, 4);
+  int world_rank = 0;
+  MPI_Comm_rank(world, &world_rank);
+  for (int n : counts) {
+    plan::TaskGraph g;
+    g.world = size;
+    for (const plan::CommOp op : ops) {
+      const bool pair = op == plan::CommOp::kSendRecv;
+      if (pair && n != 2) continue;
+      plan::CommGroup group{plan::GroupKind::kDp, {}};
+      for (int r = 0; r < n; ++r) group.ranks.push_back(r);
+      g.groups.push_back(group);
+      for (core::Bytes bytes : sizes) g.calls.push_back({op, static_cast<int>(g.groups.size() - 1), bytes});
+    }
+    exec::MpiCollectives comm(g, world);
+    MPI_Comm members = MPI_COMM_NULL;
+    MPI_Comm_split(world, world_rank < n ? 0 : MPI_UNDEFINED, world_rank, &members);
+    std::size_t call = 0;
+    for (std::size_t gi = 0; gi < g.groups.size(); ++gi) {
+      const plan::CommOp op = g.calls[call].op;
+      CollectivePoints points{std::string(to_string(op)), n, {}};
+      for (core::Bytes bytes : sizes) {
+        plan::Task task;
+        task.kind = plan::TaskKind::kComm;
+        task.payload = static_cast<int>(call++);
+        task.phase = plan::Phase::kForward;
+        if (members == MPI_COMM_NULL) continue;  // ranks beyond n wait at the next split
+        Series s = time_on_all_ranks(members, [&] {
+          comm.run(task);
+          comm.complete_sends();
+        }, o.timing);
+        // Every rank contributes ones: a sum over n ranks is n, a copy is 1.
+        const float expect = op == plan::CommOp::kAllReduce || op == plan::CommOp::kReduceScatter ? static_cast<float>(n) : 1.0f;
+        const bool receives = !(op == plan::CommOp::kSendRecv && world_rank != 1);
+        if (receives && comm.first_received() != expect) {
+          throw std::runtime_error(fmt::format("{} over {} ranks of {} bytes: received {}, expected {}", to_string(op),
+                                               n, bytes.value(), comm.first_received(), expect));
+        }
+        points.points.push_back({bytes, std::move(s)});
+      }
+      if (!points.points.empty()) out.collectives.push_back(std::move(points));
+    }
+    if (members != MPI_COMM_NULL) MPI_Comm_free(&members);
+    MPI_Barrier(world);
+  }
+}
+
+}  // namespace
+
+std::vector<core::Bytes> size_steps(core::Bytes first, core::Bytes last, double factor) {
+  std::vector<core::Bytes> out;
+  for (double b = first.value(); b <= last.value() * 1.0001; b *= factor) out.emplace_back(std::round(b));
+  return out;
+}
+
+Measurements calibrate_cpu(MPI_Comm world, const CalibrationOptions& o) {
+  exec::use_one_blas_thread();
+  Measurements out;
+  out.machine_memory = machine_memory();
+  gemm_grid(world, o, out);
+  streaming(world, o, out);
+  if (o.collectives) collectives(world, o, out);
+  return out;
+}
+
+}  // namespace dtsim::calibrate

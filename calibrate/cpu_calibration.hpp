@@ -1,0 +1,34 @@
+#pragma once
+/// The CPU backend's calibration: the BLAS GEMM grid, the streaming kernels
+/// over sizes, and MPI collectives over sizes and rank counts. Every rank
+/// runs the kernels at once (as every rank of a data- or tensor-parallel step
+/// does, sharing memory bandwidth and caches), and each point keeps the
+/// slowest rank's time.
+#include <cstdint>
+#include <vector>
+
+#include <mpi.h>
+
+#include "calibrate/harness.hpp"
+#include "calibrate/profile_writer.hpp"
+
+namespace dtsim::calibrate {
+
+struct CalibrationOptions {
+  /// The GEMM grid is every (m, n, k) with each dimension from this list.
+  std::vector<std::int64_t> gemm_sizes{32, 128, 512, 2048};
+  core::Bytes min_stream{4096}, max_stream{64.0 * 1048576};     ///< streaming kernels, x4 steps
+  core::Bytes min_message{1024}, max_message{16.0 * 1048576};   ///< collectives, x4 steps
+  /// Rank counts for the collectives: 2, 4, 8, ... up to and including the world.
+  bool collectives = true;
+  TimingOptions timing;
+};
+
+/// Collective over `world`; the result is complete on every rank.
+/// Throws std::runtime_error when a check after a timed loop fails.
+Measurements calibrate_cpu(MPI_Comm world, const CalibrationOptions& options);
+
+/// The sizes from `first` to `last` in steps of `factor` (last included).
+std::vector<core::Bytes> size_steps(core::Bytes first, core::Bytes last, double factor);
+
+}  // namespace dtsim::calibrate

@@ -1,0 +1,48 @@
+#pragma once
+/// What a calibration measured, and the profile (`dtsim.profile/1`) written
+/// from it: raw per-iteration times, medians, and the fits hw::parse_profile reads.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "calibrate/harness.hpp"
+#include "dtsim/core/units.hpp"
+#include "dtsim/hw/kernel_calls.hpp"
+
+namespace dtsim::calibrate {
+
+struct GemmPoint {
+  std::int64_t m = 0, n = 0, k = 0;
+  Series series;
+};
+
+struct SizePoint {
+  core::Bytes bytes;
+  Series series;
+};
+
+struct CollectivePoints {
+  std::string op;  ///< net::to_string name ("all_reduce")
+  int ranks = 0;
+  std::vector<SizePoint> points;
+};
+
+struct Measurements {
+  std::vector<GemmPoint> gemm;
+  std::vector<SizePoint> memory[3];  ///< by hw::kMemoryFamilies: copy, elementwise, reduction
+  std::vector<CollectivePoints> collectives;
+  core::Bytes machine_memory;        ///< RAM of the machine
+};
+
+/// Where and how it was measured: machine, CPU model, cores, RAM, BLAS, MPI,
+/// compiler, dtsim version, the arguments, the UTC date, and the rank count.
+nlohmann::json collect_provenance(const std::string& arguments, int ranks);
+
+/// The profile of the local CPU ("device": "CPU"): device figures (best GEMM
+/// rate, streaming bandwidth of the largest copy, RAM), the kernel tables,
+/// and a latency-bandwidth fit per collective and rank count.
+nlohmann::json to_profile(const Measurements& measured, const nlohmann::json& provenance);
+
+}  // namespace dtsim::calibrate

@@ -1,0 +1,221 @@
+// `dtsim run` and `dtsim validate`: the same plan the simulator replays, run
+// for real on MPI ranks (the CPU backend), and compared with the prediction.
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+
+#include "calibrate/calibration_command.hpp"
+#include "cli/commands.hpp"
+#include "dtsim/core/input_error.hpp"
+#include "dtsim/core/quantity_parse.hpp"
+#include "dtsim/driver/simulation.hpp"
+#include "dtsim/exec/cpu_kernels.hpp"
+#include "dtsim/exec/executor.hpp"
+#include "dtsim/exec/launch.hpp"
+#include "dtsim/report/validation.hpp"
+#include "dtsim/report/writers.hpp"
+
+namespace dtsim::cli {
+namespace {
+
+void add_common(CLI::App* cmd, RunOptions& o) {
+  cmd->add_option("--model,-m", o.model, "workload: a bundled name or a path")->capture_default_str();
+  cmd->add_option("--cluster,-c", o.cluster, "cluster: a bundled name or a path")->capture_default_str();
+  cmd->add_option("--strategy,-s", o.strategy, "as for simulate; CPU ranks need dtype=fp32")->capture_default_str();
+  cmd->add_option("--steps", o.steps, "timed steps; the median is reported")->capture_default_str();
+  cmd->add_option("--warmup", o.warmup, "untimed steps first")->capture_default_str();
+  cmd->add_option("--trace", o.trace, "write the measured timeline as a Chrome trace");
+  cmd->add_flag("--json", o.json, "print JSON");
+}
+
+// What every rank needs: the plan with all ranks lowered, and its prediction.
+driver::Simulation plan_for(const RunOptions& o, const std::string& profile) {
+  driver::SimulationRequest request{o.model, o.cluster, o.strategy, std::nullopt, std::nullopt, profile, true, {}, {}};
+  driver::Simulation sim = driver::simulate(request);
+  if (sim.tasks.ps_shards > 0) {
+    throw core::InputError("--strategy", "/ps", "the real executor does not run parameter servers; simulate them instead");
+  }
+  return sim;
+}
+
+void check_options(const RunOptions& o) {
+  if (o.steps < 1) throw core::InputError("--steps", "", fmt::format("expected at least 1 step, got {}", o.steps));
+  if (o.warmup < 0) throw core::InputError("--warmup", "", fmt::format("expected 0 or more steps, got {}", o.warmup));
+}
+
+// Outside a launcher: resolve the plan's world size and re-execute under mpirun.
+void launch_if_needed(const RunOptions& o, const std::optional<std::string>& profile, const std::vector<std::string>& args) {
+  if (exec::launched_by_mpi()) return;
+  int world = 1;
+  if (profile) {
+    world = plan_for(o, *profile).strategy.world;
+  } else {
+    driver::SimulationRequest request{o.model, o.cluster, o.strategy, std::nullopt, std::nullopt, std::nullopt, false, {}, {}};
+    // Without a profile the CPU cluster cannot be simulated, but the strategy still says how many ranks.
+    world = driver::resolve_world(request);
+  }
+  exec::relaunch_with_mpirun(world, args);
+}
+
+struct Measured {
+  driver::Simulation sim;
+  exec::Execution execution;
+};
+
+Measured run_everywhere(const RunOptions& o, const std::string& profile) {
+  Measured m{plan_for(o, profile), {}};
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != m.sim.strategy.world) {
+    throw core::InputError("--strategy", "", fmt::format("the plan has {} ranks but MPI started {}; start it with mpirun -n {}",
+                                                         m.sim.strategy.world, size, m.sim.strategy.world));
+  }
+  m.execution = exec::execute(m.sim.tasks, m.sim.timeline, MPI_COMM_WORLD, {o.warmup, o.steps});
+  return m;
+}
+
+void write_trace(const RunOptions& o, const Measured& m) {
+  if (!o.trace) return;
+  std::ofstream file(*o.trace);
+  if (!file) throw core::InputError("--trace", "", fmt::format("cannot write \"{}\"", *o.trace));
+  file << report::chrome_trace(m.sim.tasks, m.execution.timeline).dump();
+}
+
+std::string header(const RunOptions& o, const Measured& m) {
+  return fmt::format("{} on {}, strategy {}: {} ranks, median of {} steps", m.sim.graph.name, m.sim.cluster.name(),
+                     o.strategy, m.sim.strategy.world, m.execution.step_times.size());
+}
+
+nlohmann::json step_times_json(const exec::Execution& e) {
+  nlohmann::json out = nlohmann::json::array();
+  for (core::Seconds t : e.step_times) out.push_back(t.value());
+  return out;
+}
+
+double parse_percent(const std::string& text) {
+  std::string number = text;
+  if (!number.empty() && number.back() == '%') number.pop_back();
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(number, &used);
+    if (used != number.size() || !(v > 0)) throw std::invalid_argument("not positive");
+    return v / 100;
+  } catch (const std::exception&) {
+    throw core::InputError("--max-error", "", fmt::format("expected a percentage like 15%, got \"{}\"", text));
+  }
+}
+
+}  // namespace
+
+void add_run(CLI::App& app, RunOptions& o) {
+  CLI::App* cmd = app.add_subcommand("run", "run the plan for real on MPI ranks (CPU backend) and report the measured step");
+  add_common(cmd, o);
+  cmd->add_option("--profile", o.profile, "calibration profile (dtsim-calibrate); orders the tasks as predicted")->required();
+}
+
+void add_validate(CLI::App& app, ValidateOptions& o) {
+  CLI::App* cmd = app.add_subcommand("validate", "calibrate, predict, run for real and report the prediction error");
+  add_common(cmd, o.run);
+  cmd->add_option("--profile", o.run.profile, "use this profile instead of calibrating first");
+  cmd->add_option("--save-profile", o.save_profile, "where to keep the profile the calibration writes");
+  cmd->add_option("--max-error", o.max_error, "fail (exit 1) when the step-time error exceeds this, e.g. 15%");
+  cmd->add_flag("--quick-calibration", o.quick_calibration, "fewer iterations per calibration point");
+}
+
+int run_run(const RunOptions& o, const std::vector<std::string>& args, std::ostream& out) {
+  check_options(o);
+  launch_if_needed(o, o.profile, args);
+  MPI_Init(nullptr, nullptr);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  exec::use_one_blas_thread();
+  Measured m = run_everywhere(o, *o.profile);
+  if (rank == 0) {
+    write_trace(o, m);
+    const report::Validation v = report::validate(m.sim.tasks, m.sim.timeline, m.execution.timeline);
+    if (o.json) {
+      out << nlohmann::json{{"schema", "dtsim.run/1"}, {"step_times_s", step_times_json(m.execution)},
+                            {"step_time_s", v.step.measured.value()},
+                            {"peak_memory_bytes", v.measured_peak_memory.value()}}.dump(2) << "\n";
+    } else {
+      fmt::print(out, "dtsim run: {}\n", header(o, m));
+      fmt::print(out, "  step time      {:.2f} ms (steps: ", v.step.measured.value() * 1e3);
+      for (core::Seconds t : m.execution.step_times) fmt::print(out, "{:.2f} ", t.value() * 1e3);
+      fmt::print(out, "ms)\n  peak memory    {:.1f} MiB allocated on the largest rank, {:.1f} MiB resident\n",
+                 v.measured_peak_memory.value() / 1048576.0,
+                 (*std::max_element(m.execution.max_rss.begin(), m.execution.max_rss.end())).value() / 1048576.0);
+    }
+  }
+  MPI_Finalize();
+  return 0;
+}
+
+int run_validate(const ValidateOptions& o, const std::vector<std::string>& args, std::ostream& out) {
+  check_options(o.run);
+  const double limit = o.max_error ? parse_percent(*o.max_error) : 0.0;  // 0: no limit
+  launch_if_needed(o.run, o.run.profile, args);
+  MPI_Init(nullptr, nullptr);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  exec::use_one_blas_thread();
+
+  std::string profile;
+  if (o.run.profile) {
+    profile = *o.run.profile;
+  } else {
+    calibrate::CommandOptions defaults;
+    defaults.quick = o.quick_calibration;
+    const nlohmann::json p = calibrate::calibrate_profile(calibrate::to_calibration(defaults), "dtsim validate",
+                                                          MPI_COMM_WORLD);
+    profile = o.save_profile.value_or(
+        (std::filesystem::temp_directory_path() / fmt::format("dtsim-validate-{}.json", ::getppid())).string());
+    if (rank == 0) {
+      std::ofstream file(profile);
+      file << p.dump(1) << "\n";
+      if (!file) throw core::InputError("--save-profile", "", fmt::format("could not write \"{}\"", profile));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  Measured m = run_everywhere(o.run, profile);
+  int status = 0;
+  if (rank == 0) {
+    write_trace(o.run, m);
+    const report::Validation v = report::validate(m.sim.tasks, m.sim.timeline, m.execution.timeline);
+    const bool failed = limit > 0 && std::abs(v.step.error()) > limit;
+    if (o.run.json) {
+      nlohmann::json j = report::to_json(v);
+      j["schema"] = "dtsim.validate/1";
+      j["model"] = m.sim.graph.name;
+      j["cluster"] = m.sim.cluster.name();
+      j["strategy"] = o.run.strategy;
+      j["ranks"] = m.sim.strategy.world;
+      j["profile"] = profile;
+      j["step_times_s"] = step_times_json(m.execution);
+      if (limit > 0) j["max_error"] = limit;
+      j["passed"] = !failed;
+      out << j.dump(2) << "\n";
+    } else {
+      fmt::print(out, "dtsim validate: {}\n", header(o.run, m));
+      report::write_validation_table(out, v);
+      fmt::print(out, "  profile: {}\n", profile);
+    }
+    if (failed) {
+      std::fprintf(stderr, "dtsim: step-time error %+.1f%% exceeds --max-error %s\n", 100 * v.step.error(),
+                   o.max_error->c_str());
+      status = 1;
+    }
+  }
+  MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return status;
+}
+
+}  // namespace dtsim::cli

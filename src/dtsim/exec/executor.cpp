@@ -1,0 +1,186 @@
+#include "dtsim/exec/executor.hpp"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <stdexcept>
+
+#include "dtsim/exec/cpu_kernels.hpp"
+#include "dtsim/exec/mpi_collectives.hpp"
+#include "dtsim/hw/kernel_calls.hpp"
+
+namespace dtsim::exec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Activation memory as a framework's caching allocator holds it: blocks are
+// allocated (and their pages touched) once, then reused by size.
+class ActivationMemory {
+ public:
+  void allocate(core::Bytes bytes) {
+    const auto size = static_cast<std::size_t>(bytes.value());
+    if (size == 0) return;
+    std::unique_ptr<char[]> block;
+    if (auto it = cache_.find(size); it != cache_.end()) {
+      block = std::move(it->second);
+      cache_.erase(it);
+    } else {
+      block = std::make_unique<char[]>(size);
+      std::memset(block.get(), 1, size);
+    }
+    live_.push_back({size, std::move(block)});
+    live_bytes_ += size;
+    peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+  }
+  // Releases the oldest live blocks that make up `bytes`; the count is exact
+  // even when frees do not match allocations one to one.
+  void release(core::Bytes bytes) {
+    auto size = static_cast<std::size_t>(bytes.value());
+    size = std::min(size, live_bytes_);
+    live_bytes_ -= size;
+    while (size > 0 && !live_.empty()) {
+      Block& b = live_.front();
+      const std::size_t taken = std::min(size, b.size);
+      size -= taken;
+      if (taken == b.size) {
+        cache_.emplace(b.size, std::move(b.block));
+        live_.erase(live_.begin());
+      } else {
+        b.size -= taken;  // the block stays whole in memory; only the count shrinks
+      }
+    }
+  }
+  [[nodiscard]] std::size_t live() const { return live_bytes_; }
+  [[nodiscard]] std::size_t peak() const { return peak_bytes_; }
+  void reset_peak() { peak_bytes_ = live_bytes_; }
+
+ private:
+  struct Block {
+    std::size_t size;
+    std::unique_ptr<char[]> block;
+  };
+  std::vector<Block> live_;
+  std::multimap<std::size_t, std::unique_ptr<char[]>> cache_;
+  std::size_t live_bytes_ = 0, peak_bytes_ = 0;
+};
+
+std::int64_t to_ns(Clock::duration d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); }
+
+}  // namespace
+
+Execution execute(const plan::TaskGraph& graph, const plan::Timeline& order, MPI_Comm world,
+                  const ExecuteOptions& options) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  if (graph.world != size || static_cast<int>(graph.simulated.size()) != size || graph.ps_shards != 0) {
+    throw std::invalid_argument("execute: the graph needs every rank lowered, the world's size, no parameter servers");
+  }
+  if (options.steps < 1 || options.warmup_steps < 0) throw std::invalid_argument("execute: steps must be positive");
+
+  std::vector<std::uint32_t> mine;
+  for (std::uint32_t id = 0; id < graph.tasks.size(); ++id) {
+    if (graph.tasks[id].rank == rank) mine.push_back(id);
+  }
+  std::stable_sort(mine.begin(), mine.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return order.spans[a].start < order.spans[b].start;
+  });
+
+  CpuKernels kernels;
+  std::vector<std::vector<hw::KernelCall>> calls_of_kernel(graph.kernels.size());
+  for (std::size_t k = 0; k < graph.kernels.size(); ++k) {
+    for (const hw::OpWork& w : graph.kernels[k].ops) {
+      for (const hw::KernelCall& c : hw::kernel_calls(w)) {
+        kernels.reserve(c);
+        calls_of_kernel[k].push_back(c);
+      }
+    }
+  }
+  MpiCollectives comm(graph, world);
+
+  const plan::RankInfo& info = graph.simulated[static_cast<std::size_t>(graph.simulated_index(rank))];
+  const auto static_bytes = static_cast<std::size_t>((info.memory.params + info.memory.grads + info.memory.optimizer).value());
+  std::vector<char> weights_and_state(static_bytes, 1);  // touched: resident, as on a device
+  ActivationMemory activations;
+
+  const int total_steps = options.warmup_steps + options.steps;
+  std::vector<std::vector<plan::TaskSpan>> spans(static_cast<std::size_t>(options.steps));
+  std::vector<double> makespans;
+  std::size_t peak_activations = 0;
+  for (int step = 0; step < total_steps; ++step) {
+    std::vector<plan::TaskSpan> step_spans(mine.size());
+    activations.reset_peak();
+    MPI_Barrier(world);
+    const Clock::time_point t0 = Clock::now();
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      const plan::Task& task = graph.tasks[mine[i]];
+      step_spans[i].start = {to_ns(Clock::now() - t0)};
+      activations.allocate(task.alloc_at_start);
+      if (task.kind == plan::TaskKind::kCompute) {
+        for (const hw::KernelCall& c : calls_of_kernel[static_cast<std::size_t>(task.payload)]) kernels.run(c);
+      } else {
+        comm.run(task);
+      }
+      activations.release(task.free_at_end);
+      step_spans[i].end = {to_ns(Clock::now() - t0)};
+    }
+    comm.complete_sends();
+    double local = std::chrono::duration<double>(Clock::now() - t0).count(), slowest = 0;
+    MPI_Allreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX, world);
+    if (step >= options.warmup_steps) {
+      spans[static_cast<std::size_t>(step - options.warmup_steps)] = std::move(step_spans);
+      makespans.push_back(slowest);
+      peak_activations = std::max(peak_activations, activations.peak());
+    }
+  }
+
+  // Every rank saw the same makespans, so all pick the same median step.
+  std::vector<std::size_t> by_time(makespans.size());
+  std::iota(by_time.begin(), by_time.end(), 0);
+  std::sort(by_time.begin(), by_time.end(), [&](std::size_t a, std::size_t b) { return makespans[a] < makespans[b]; });
+  const std::size_t median = by_time[by_time.size() / 2];
+
+  Execution out;
+  for (double t : makespans) out.step_times.emplace_back(t);
+  out.timeline.makespan = {static_cast<std::int64_t>(makespans[median] * 1e9)};
+  out.timeline.spans.assign(graph.tasks.size(), {});
+  out.timeline.memory.assign(static_cast<std::size_t>(size), {});
+
+  // Gather (task id, start, end) triples and each rank's memory to rank 0.
+  std::vector<std::int64_t> triples;
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const plan::TaskSpan& s = spans[median][i];
+    triples.insert(triples.end(), {static_cast<std::int64_t>(mine[i]), s.start.count, s.end.count});
+  }
+  const int count = static_cast<int>(triples.size());
+  std::vector<int> counts(static_cast<std::size_t>(size)), offsets(static_cast<std::size_t>(size));
+  MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, world);
+  std::partial_sum(counts.begin(), counts.end() - 1, offsets.begin() + 1);
+  std::vector<std::int64_t> all(rank == 0 ? static_cast<std::size_t>(offsets.back() + counts.back()) : 0);
+  MPI_Gatherv(triples.data(), count, MPI_INT64_T, all.data(), counts.data(), offsets.data(), MPI_INT64_T, 0, world);
+  const std::vector<std::int64_t>& source = rank == 0 ? all : triples;
+  for (std::size_t i = 0; i + 2 < source.size(); i += 3) {
+    out.timeline.spans[static_cast<std::size_t>(source[i])] = {{source[i + 1]}, {source[i + 2]}};
+  }
+
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const double memory[2] = {
+      static_cast<double>(static_bytes + peak_activations) + kernels.scratch_bytes().value() + comm.buffer_bytes().value(),
+      static_cast<double>(usage.ru_maxrss) * 1024.0};
+  std::vector<double> gathered(2 * static_cast<std::size_t>(size));
+  MPI_Allgather(memory, 2, MPI_DOUBLE, gathered.data(), 2, MPI_DOUBLE, world);
+  for (int r = 0; r < size; ++r) {
+    out.timeline.peak_memory.emplace_back(gathered[2 * static_cast<std::size_t>(r)]);
+    out.max_rss.emplace_back(gathered[2 * static_cast<std::size_t>(r) + 1]);
+  }
+  return out;
+}
+
+}  // namespace dtsim::exec

@@ -1,0 +1,21 @@
+#pragma once
+/// Starting the MPI ranks: a command that needs n ranks and was started by
+/// hand re-executes itself under `mpirun -n n`, so that `dtsim run` and
+/// `dtsim-calibrate` work from a plain shell as well as from a launcher.
+#include <string>
+#include <vector>
+
+namespace dtsim::exec {
+
+/// Whether an MPI launcher (mpirun, mpiexec, srun) started this process.
+bool launched_by_mpi();
+
+/// The mpirun command line that runs `args` (args[0] is replaced by this
+/// program's path) on `ranks` ranks: --allow-run-as-root for root,
+/// --oversubscribe without core binding when there are fewer cores than ranks.
+std::vector<std::string> mpirun_command(int ranks, const std::vector<std::string>& args);
+
+/// Replaces this process with mpirun_command(); throws std::runtime_error if exec fails.
+[[noreturn]] void relaunch_with_mpirun(int ranks, const std::vector<std::string>& args);
+
+}  // namespace dtsim::exec

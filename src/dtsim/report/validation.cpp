@@ -1,0 +1,81 @@
+#include "dtsim/report/validation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "dtsim/report/critical_path.hpp"
+
+namespace dtsim::report {
+namespace {
+
+core::Seconds seconds(core::Nanoseconds ns) { return core::Seconds(static_cast<double>(ns.count) * 1e-9); }
+
+std::string human(core::Seconds s) {
+  if (s.value() >= 1) return fmt::format("{:.3f} s", s.value());
+  if (s.value() >= 1e-3) return fmt::format("{:.2f} ms", s.value() * 1e3);
+  return fmt::format("{:.1f} us", s.value() * 1e6);
+}
+
+}  // namespace
+
+double ValidationRow::error() const {
+  return measured.value() > 0 ? (predicted.value() - measured.value()) / measured.value() : 0.0;
+}
+
+Validation validate(const plan::TaskGraph& graph, const plan::Timeline& predicted, const plan::Timeline& measured) {
+  Validation v;
+  v.step = {"step time", seconds(predicted.makespan), seconds(measured.makespan)};
+  std::map<std::string, std::pair<double, double>> busy;  // kind -> (predicted, measured) seconds
+  std::vector<std::string> order;
+  for (std::size_t id = 0; id < graph.tasks.size(); ++id) {
+    const std::string kind = task_kind(graph, graph.tasks[id]);
+    if (!busy.count(kind)) order.push_back(kind);
+    auto& [p, m] = busy[kind];
+    const plan::TaskSpan& ps = predicted.spans[id];
+    const plan::TaskSpan& ms = measured.spans[id];
+    if (ps.end.count >= 0) p += static_cast<double>((ps.end - ps.start).count) * 1e-9;
+    if (ms.end.count >= 0) m += static_cast<double>((ms.end - ms.start).count) * 1e-9;
+  }
+  const double ranks = std::max<double>(1, static_cast<double>(graph.simulated.size()));
+  for (const std::string& kind : order) {
+    v.kinds.push_back({kind, core::Seconds(busy[kind].first / ranks), core::Seconds(busy[kind].second / ranks)});
+  }
+  std::sort(v.kinds.begin(), v.kinds.end(), [](const auto& a, const auto& b) { return a.measured > b.measured; });
+  for (core::Bytes b : predicted.peak_memory) v.predicted_peak_memory = std::max(v.predicted_peak_memory, b);
+  for (core::Bytes b : measured.peak_memory) v.measured_peak_memory = std::max(v.measured_peak_memory, b);
+  return v;
+}
+
+void write_validation_table(std::ostream& out, const Validation& v) {
+  fmt::print(out, "  {:<28} {:>12} {:>12} {:>8}\n", "", "predicted", "measured", "error");
+  auto row = [&](const ValidationRow& r) {
+    fmt::print(out, "  {:<28} {:>12} {:>12} {:>+7.1f}%\n", r.what, human(r.predicted), human(r.measured), 100 * r.error());
+  };
+  row(v.step);
+  fmt::print(out, "  busy time per rank, by kind:\n");
+  for (const ValidationRow& r : v.kinds) row(r);
+  const double mib = 1048576.0;
+  const double error = v.measured_peak_memory.value() > 0
+                           ? (v.predicted_peak_memory / v.measured_peak_memory - 1) * 100 : 0.0;
+  fmt::print(out, "  {:<28} {:>8.1f} MiB {:>8.1f} MiB {:>+7.1f}%\n", "peak memory (largest rank)",
+             v.predicted_peak_memory.value() / mib, v.measured_peak_memory.value() / mib, error);
+}
+
+nlohmann::json to_json(const Validation& v) {
+  auto row = [](const ValidationRow& r) {
+    return nlohmann::json{{"what", r.what}, {"predicted_s", r.predicted.value()}, {"measured_s", r.measured.value()},
+                          {"error", r.error()}};
+  };
+  nlohmann::json kinds = nlohmann::json::array();
+  for (const ValidationRow& r : v.kinds) kinds.push_back(row(r));
+  return {{"step", row(v.step)},
+          {"kinds", kinds},
+          {"peak_memory", {{"predicted_bytes", v.predicted_peak_memory.value()},
+                           {"measured_bytes", v.measured_peak_memory.value()}}}};
+}
+
+}  // namespace dtsim::report
