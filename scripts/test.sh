@@ -10,4 +10,4 @@ meson test -C build --print-errorlogs
 [ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbench=disabled \
   -Dwerror=false  # GCC 12 reports false -Wuninitialized inside Boost.Graph headers under ASan
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  meson test -C build-asan --print-errorlogs --no-suite notebooks  # the notebooks ran above; they test no C++ of their own
+  meson test -C build-asan --print-errorlogs --no-suite notebooks --no-suite loop  # both ran above: the notebooks test no C++ of their own, and the loop times real kernels, which sanitizers slow tenfold
