@@ -25,6 +25,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  try {
+    (void)dtsim::calibrate::to_calibration(options);  // bad options: one line here, not one per rank
+  } catch (const dtsim::core::InputError& e) {
+    std::fprintf(stderr, "dtsim-calibrate: %s\n", e.what());
+    return 2;
+  }
   std::vector<std::string> args(argv, argv + argc);
   if (options.ranks > 1 && !dtsim::exec::launched_by_mpi()) {
     try {

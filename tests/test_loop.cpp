@@ -89,4 +89,28 @@ TEST(LoopCli, ACpuClusterWithoutAProfileIsOneClearLine) {
                    "dtsim-calibrate and pass its profile\n");
 }
 
+TEST(LoopCli, BadCalibrationOptionsAreOneLineBeforeAnyRankStarts) {
+  const std::string command = std::string(std::getenv("DTSIM_CALIBRATE_BIN")) + " --gemm-sizes 0,12 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buffer[512];
+  while (fgets(buffer, sizeof buffer, pipe)) out += buffer;
+  const int status = pclose(pipe);
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_EQ(out, "dtsim-calibrate: --gemm-sizes: expected sizes from 1 to 16384 separated by commas, got \"0\"\n");
+}
+
+TEST(LoopCli, AProfileWithoutKernelTablesIsRejectedForTheCpu) {
+  const auto path = std::filesystem::temp_directory_path() / "dtsim-loop-bad-profile.json";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs(R"({"schema": "dtsim.profile/1", "device": "CPU"})", f);
+  std::fclose(f);
+  CliResult r = run_dtsim("run --profile " + path.string(), true);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "dtsim: " + path.string() + ": /kernels: a profile of the CPU needs device_figures and kernels "
+                   "(dtsim-calibrate writes both)\n");
+}
+
 }  // namespace
