@@ -1,5 +1,7 @@
 // Whole predictions through the driver: properties that must hold whatever
 // the constants, so that a wrong mechanism fails even when goldens are updated.
+#include <map>
+
 #include <gtest/gtest.h>
 
 #include "dtsim/driver/explain.hpp"
@@ -181,6 +183,13 @@ TEST(Explain, TheCriticalPathSpansTheStepAndWhatIfsAreRealResimulations) {
   bool dp_on_path = false;
   for (const auto& s : why.critical_path.shares) dp_on_path |= s.kind == "comm: dp" && s.time.value() > 0;
   EXPECT_TRUE(dp_on_path);  // without overlap the all-reduces follow the backward
+  // Compute on the path is split by op kind, GEMMs first for a transformer of this size.
+  std::map<std::string, double> by_kind;
+  for (const auto& s : why.critical_path.shares) by_kind[s.kind] = s.time.value();
+  for (const char* kind : {"compute: GEMM", "compute: attention", "compute: norm", "compute: element-wise"}) {
+    EXPECT_GT(by_kind[kind], 0) << kind;
+  }
+  EXPECT_EQ(why.critical_path.shares.front().kind, "compute: GEMM");
   ASSERT_EQ(why.what_if.size(), 5u);
   for (const auto& w : why.what_if) {
     EXPECT_GE(w.saving, -1e-9) << w.resource;  // nothing gets slower when a resource gets better

@@ -19,6 +19,7 @@ std::string plain(const std::string& kind) {
   if (kind == "comm: pp") return "pipeline transfers";
   if (kind == "comm: ps") return "parameter-server transfers";
   if (kind == "waiting") return "waiting (pipeline bubble, stragglers, dependencies)";
+  if (kind.rfind("compute: ", 0) == 0) return kind.substr(9) + " kernels";
   return kind;
 }
 
@@ -53,7 +54,7 @@ std::vector<LinkLoad> busiest_links(const Simulation& s) {
 
 Explanation explain(const Simulation& today, const SimulationRequest& request) {
   Explanation e;
-  e.critical_path = report::critical_path(today.tasks, today.timeline);
+  e.critical_path = report::critical_path(today.tasks, today.timeline, today.costs.kernel_op_share);
   const core::Seconds step = today.report.step_time;
   e.busiest_links = busiest_links(today);
   struct Knob {

@@ -81,7 +81,7 @@ Simulation simulate(const SimulationRequest& request) {
   }
   Prediction p = predict(graph, cluster, request);
   return Simulation{std::move(graph), std::move(cluster), p.strategy, std::move(p.tasks), std::move(p.timeline),
-                    std::move(p.report)};
+                    std::move(p.report), std::move(p.costs)};
 }
 
 int resolve_world(const SimulationRequest& request) {
@@ -155,7 +155,7 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
   info.asynchronous = strategy.s.ps != 0 && !strategy.s.sync;
   report::Report report = report::analyze(tasks, timeline, info, strategy.micro_batches);
   if (tasks.ps_shards > 0) report.parameter_server = report::parameter_server_stats(tasks, timeline, strategy.s.sync);
-  return Prediction{strategy, std::move(tasks), std::move(timeline), std::move(report)};
+  return Prediction{strategy, std::move(tasks), std::move(timeline), std::move(report), std::move(costs)};
 }
 
 }  // namespace dtsim::driver

@@ -15,6 +15,7 @@
 #include "dtsim/plan/task_graph.hpp"
 #include "dtsim/plan/timeline.hpp"
 #include "dtsim/report/report.hpp"
+#include "dtsim/sim/replay.hpp"
 #include "dtsim/topo/cluster.hpp"
 
 namespace dtsim::driver {
@@ -59,6 +60,7 @@ struct Simulation {
   plan::TaskGraph tasks;
   plan::Timeline timeline;
   report::Report report;
+  sim::TaskCosts costs;
 };
 
 Simulation simulate(const SimulationRequest& request);
@@ -79,6 +81,7 @@ struct Prediction {
   plan::TaskGraph tasks;
   plan::Timeline timeline;
   report::Report report;
+  sim::TaskCosts costs;
 };
 Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, const SimulationRequest& request);
 

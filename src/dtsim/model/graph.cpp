@@ -2,6 +2,18 @@
 
 namespace dtsim::model {
 
+std::string_view to_string(OpKind kind) {
+  switch (kind) {
+    case OpKind::kGemm: return "GEMM";
+    case OpKind::kAttention: return "attention";
+    case OpKind::kElementwise: return "element-wise";
+    case OpKind::kNorm: return "norm";
+    case OpKind::kEmbedding: return "embedding";
+    case OpKind::kLoss: return "loss";
+  }
+  return "?";
+}
+
 double Graph::parameter_count() const {
   double total = 0;
   for (const Layer& layer : layers) {

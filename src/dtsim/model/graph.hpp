@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dtsim/core/units.hpp"
@@ -13,6 +14,9 @@
 namespace dtsim::model {
 
 enum class OpKind { kGemm, kAttention, kElementwise, kNorm, kEmbedding, kLoss };
+inline constexpr std::size_t kOpKindCount = 6;
+/// "GEMM", "attention", "element-wise", "norm", "embedding", "loss".
+std::string_view to_string(OpKind kind);
 
 /// How tensor parallelism (Megatron) splits an op's compute and weights.
 enum class TensorSplit {

@@ -1,6 +1,7 @@
 #include "dtsim/report/critical_path.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <unordered_map>
 
@@ -18,7 +19,8 @@ std::string task_kind(const plan::TaskGraph& g, const plan::Task& t) {
   return matmul ? "compute (matmul)" : "compute (memory-bound)";
 }
 
-CriticalPath critical_path(const plan::TaskGraph& g, const plan::Timeline& tl) {
+CriticalPath critical_path(const plan::TaskGraph& g, const plan::Timeline& tl,
+                           std::span<const std::array<double, model::kOpKindCount>> kernel_op_share) {
   const std::size_t n = g.tasks.size();
   CriticalPath path;
   if (n == 0) return path;
@@ -47,7 +49,25 @@ CriticalPath critical_path(const plan::TaskGraph& g, const plan::Timeline& tl) {
   while (true) {
     const plan::Task& t = g.tasks[current];
     const auto& span = tl.spans[current];
-    time_of[task_kind(g, t)] += (span.end - span.start).count;
+    const std::int64_t ran = (span.end - span.start).count;
+    const auto kernel = static_cast<std::size_t>(t.payload);
+    if (t.kind == plan::TaskKind::kCompute && t.phase != plan::Phase::kOptimizer && kernel < kernel_op_share.size()) {
+      // Whole nanoseconds per kind; the last kind takes the rounding, so the path still sums to the step.
+      std::int64_t given = 0;
+      std::string last;
+      for (std::size_t k = 0; k < model::kOpKindCount; ++k) {
+        const double share = kernel_op_share[kernel][k];
+        if (share <= 0) continue;
+        last = "compute: " + std::string(model::to_string(static_cast<model::OpKind>(k)));
+        const auto part = static_cast<std::int64_t>(std::llround(share * static_cast<double>(ran)));
+        time_of[last] += part;
+        given += part;
+      }
+      if (last.empty()) last = task_kind(g, t);
+      time_of[last] += ran - given;
+    } else {
+      time_of[task_kind(g, t)] += ran;
+    }
     ++path.tasks;
     // Whichever predecessor ended last released this task.
     std::vector<std::uint32_t> sources{current};

@@ -3,6 +3,8 @@
 /// ended last, back through whichever predecessor (a dependency, the task
 /// before it on its stream, or for a collective the member that arrived
 /// last) ended last, to the start. Its time is split by what ran on it.
+#include <array>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,7 +24,12 @@ struct CriticalPath {
   std::size_t tasks = 0;
 };
 
-CriticalPath critical_path(const plan::TaskGraph& graph, const plan::Timeline& timeline);
+/// With `kernel_op_share` (sim::TaskCosts::kernel_op_share), compute on the
+/// path is split by op kind ("compute: GEMM", "compute: attention",
+/// "compute: norm", ...) in proportion to each op's cost in its kernel;
+/// without it, into task_kind()'s matmul and memory-bound.
+CriticalPath critical_path(const plan::TaskGraph& graph, const plan::Timeline& timeline,
+                           std::span<const std::array<double, model::kOpKindCount>> kernel_op_share = {});
 
 /// What a task is, in the words of the critical path and the HTML timeline:
 /// "compute (matmul)", "compute (memory-bound)", "optimizer" or "comm: <group kind>".

@@ -229,8 +229,17 @@ TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_mod
   costs.kernel.reserve(graph.kernels.size());
   for (const plan::Kernel& k : graph.kernels) {
     core::Seconds total;
-    for (const hw::OpWork& w : k.ops) total += cost_model.time(w, graph.dtype);
+    std::array<double, model::kOpKindCount> by_kind{};
+    for (const hw::OpWork& w : k.ops) {
+      const core::Seconds t = cost_model.time(w, graph.dtype);
+      total += t;
+      by_kind[static_cast<std::size_t>(w.kind)] += t.value();
+    }
+    if (total.value() > 0) {
+      for (double& share : by_kind) share /= total.value();
+    }
     costs.kernel.push_back(core::to_nanoseconds(total));
+    costs.kernel_op_share.push_back(by_kind);
   }
   costs.call.reserve(graph.calls.size());
   for (const plan::CommCall& c : graph.calls) {

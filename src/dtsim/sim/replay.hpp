@@ -4,6 +4,8 @@
 /// every simulated member of its group has reached it, and lasts what `net`
 /// says for the group's real placement; memory is allocated when a task
 /// starts and freed when it ends.
+#include <array>
+
 #include "dtsim/hw/cost_model.hpp"
 #include "dtsim/net/collective.hpp"
 #include "dtsim/plan/task_graph.hpp"
@@ -25,6 +27,9 @@ struct TaskCosts {
   /// collectives one at a time in program order (point-to-point transfers
   /// and server queues stay as they are).
   bool concurrent_streams = true;
+  /// Per kernel, the share of its time each model::OpKind takes (sums to 1;
+  /// all zero for an empty kernel): the critical path splits compute by it.
+  std::vector<std::array<double, model::kOpKindCount>> kernel_op_share{};
 };
 
 TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_model, const net::Network& network);
