@@ -1,7 +1,9 @@
+#include <map>
 #include <set>
 
 #include <gtest/gtest.h>
 
+#include "dtsim/core/input_error.hpp"
 #include "dtsim/driver/simulation.hpp"
 #include "dtsim/hw/device.hpp"
 #include "dtsim/model/workload_loader.hpp"
@@ -101,4 +103,39 @@ TEST(Plan, DaysGpuHoursAndCostFollowFromThroughput) {
   }
   EXPECT_LT(rows[2].days, rows[0].days);  // H100 trains faster than A100 on 8 GPUs
   EXPECT_LT(rows[1].days, rows[0].days);  // and 16 GPUs faster than 8
+}
+
+TEST(Plan, ClusterShapesAreCompetingAnswersAndNvl72IsBlackwellOnly) {
+  hw::DeviceCatalog catalog;
+  model::Graph graph = model::load_workload(driver::data_dir() / "workloads" / "gpt3-1.3b.json");
+  search::PlanOptions o;
+  o.tokens = 1e10;
+  o.global_batch = 64;
+  o.devices = {"H100-SXM", "B200"};
+  o.gpu_counts = {64};
+  o.shapes = {"nvswitch8-ib", "nvswitch8-ib-2:1", "nvswitch8-4x100g", "nvl72"};
+  auto rows = search::plan_capacity(graph, catalog, o);
+  ASSERT_EQ(rows.size(), 7u);  // 3 shapes for H100, 4 for B200
+  std::map<std::string, double> h100_days;
+  for (const auto& r : rows) {
+    ASSERT_TRUE(r.strategy) << r.device << " " << r.shape;
+    if (r.device == "H100-SXM") h100_days[r.shape] = r.days;
+    EXPECT_FALSE(r.device == "H100-SXM" && r.shape == "nvl72");
+  }
+  // Less network never trains faster: the oversubscribed spine and the thinner cloud NICs cost time or nothing.
+  EXPECT_GE(h100_days["nvswitch8-ib-2:1"], h100_days["nvswitch8-ib"] * (1 - 1e-9));
+  EXPECT_GE(h100_days["nvswitch8-4x100g"], h100_days["nvswitch8-ib"] * (1 - 1e-9));
+  // One 64-GPU NVLink domain puts every collective on NVLink: no slower than 8 nodes on InfiniBand.
+  EXPECT_LE(rows[6].days, rows[3].days * (1 + 1e-9));
+  EXPECT_EQ(rows[6].shape, "nvl72");
+  EXPECT_EQ(rows[3].shape, "nvswitch8-ib");
+
+  o.shapes = {"dgx-1"};
+  try {
+    search::plan_capacity(graph, catalog, o);
+    FAIL() << "an unknown shape was accepted";
+  } catch (const core::InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "--shapes: expected shapes among nvswitch8-ib, nvswitch8-ib-2:1, nvswitch8-4x100g, "
+                                     "nvl72, got \"dgx-1\"");
+  }
 }

@@ -72,6 +72,7 @@ struct PlanOptions {
   int gbs = 1024;
   std::string devices = "A100-SXM-80GB,H100-SXM,H200-SXM,B200,MI300X";
   std::string gpus = "64,256,1024";
+  std::string shapes = "nvswitch8-ib";
   std::string prices;
   std::optional<std::string> chart;
   bool json = false;

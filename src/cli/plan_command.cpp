@@ -29,7 +29,7 @@ std::vector<std::string> split(const std::string& text) {
 
 // Days to train against GPU count, one line per device, log2 GPUs across.
 std::string chart(const std::vector<search::PlanRow>& rows) {
-  const double width = 640, height = 360, left = 70, bottom = 40, top = 30, right = 170;
+  const double width = 740, height = 360, left = 70, bottom = 40, top = 30, right = 270;
   double max_days = 0;
   int min_gpus = 1 << 30, max_gpus = 0;
   for (const auto& r : rows) {
@@ -56,7 +56,8 @@ std::string chart(const std::vector<search::PlanRow>& rows) {
     svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{:.1f}</text>", left - 6, y(d) + 4, d);
   }
   std::map<std::string, std::vector<const search::PlanRow*>> by_device;
-  for (const auto& r : rows) by_device[r.device].push_back(&r);
+  const bool several_shapes = std::any_of(rows.begin(), rows.end(), [&](const auto& r) { return r.shape != rows.front().shape; });
+  for (const auto& r : rows) by_device[several_shapes ? r.device + " " + r.shape : r.device].push_back(&r);
   int c = 0;
   for (const auto& [device, points] : by_device) {
     const char* colour = colours[c % 6];
@@ -76,6 +77,12 @@ std::string chart(const std::vector<search::PlanRow>& rows) {
   return svg;
 }
 
+std::string shape_names() {
+  std::string names;
+  for (const search::ClusterShape& s : search::cluster_shapes()) names += (names.empty() ? "" : ", ") + s.name;
+  return names;
+}
+
 }  // namespace
 
 void add_plan(CLI::App& app, PlanOptions& o) {
@@ -85,6 +92,7 @@ void add_plan(CLI::App& app, PlanOptions& o) {
   cmd->add_option("--gbs", o.gbs, "global batch size (samples)")->capture_default_str();
   cmd->add_option("--devices", o.devices, "catalog devices, comma-separated")->capture_default_str();
   cmd->add_option("--gpus", o.gpus, "GPU counts, comma-separated multiples of 8")->capture_default_str();
+  cmd->add_option("--shapes", o.shapes, "cluster shapes, comma-separated: " + shape_names())->capture_default_str();
   cmd->add_option("--price", o.prices, "price per GPU-hour, e.g. H100-SXM=2.1,B200=4 (defaults are examples)");
   cmd->add_option("--chart", o.chart, "write an SVG chart of days against GPUs");
   cmd->add_flag("--json", o.json, "print the rows as JSON");
@@ -98,6 +106,7 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   options.tokens = o.tokens;
   options.global_batch = o.gbs;
   options.devices = split(o.devices);
+  options.shapes = split(o.shapes);
   for (const std::string& g : split(o.gpus)) {
     try {
       options.gpu_counts.push_back(std::stoi(g));
@@ -124,7 +133,7 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   if (o.json) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& r : rows) {
-      j.push_back({{"device", r.device}, {"gpus", r.gpus}, {"fits", r.strategy.has_value()}, {"strategy", r.strategy.value_or("")},
+      j.push_back({{"device", r.device}, {"shape", r.shape}, {"gpus", r.gpus}, {"fits", r.strategy.has_value()}, {"strategy", r.strategy.value_or("")},
                    {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu}, {"days", r.days}, {"gpu_hours", r.gpu_hours},
                    {"cost_usd", r.cost ? nlohmann::json(*r.cost) : nlohmann::json(nullptr)}});
     }
@@ -133,15 +142,15 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   }
   fmt::print(out, "{}: {:.3g} tokens, global batch {} (costs at example prices unless --price says otherwise)\n\n", graph.name,
              o.tokens, o.gbs);
-  fmt::print(out, "{:<15} {:>6} {:>12} {:>6} {:>9} {:>12} {:>13}  {}\n", "device", "GPUs", "tokens/s", "MFU", "days",
+  fmt::print(out, "{:<15} {:<17} {:>6} {:>12} {:>6} {:>9} {:>12} {:>13}  {}\n", "device", "shape", "GPUs", "tokens/s", "MFU", "days",
              "GPU-hours", "cost (USD)", "best strategy");
   for (const auto& r : rows) {
     if (!r.strategy) {
-      fmt::print(out, "{:<15} {:>6}  does not fit\n", r.device, r.gpus);
+      fmt::print(out, "{:<15} {:<17} {:>6}  does not fit\n", r.device, r.shape, r.gpus);
       continue;
     }
-    fmt::print(out, "{:<15} {:>6} {:>12.0f} {:>5.1f}% {:>9.1f} {:>12.0f} {:>13}  {}\n", r.device, r.gpus, r.tokens_per_s, 100 * r.mfu,
-               r.days, r.gpu_hours, r.cost ? fmt::format("{:.0f}", *r.cost) : "-", *r.strategy);
+    fmt::print(out, "{:<15} {:<17} {:>6} {:>12.0f} {:>5.1f}% {:>9.1f} {:>12.0f} {:>13}  {}\n", r.device, r.shape, r.gpus,
+               r.tokens_per_s, 100 * r.mfu, r.days, r.gpu_hours, r.cost ? fmt::format("{:.0f}", *r.cost) : "-", *r.strategy);
   }
   if (o.chart) fmt::print(out, "\nchart written to {}\n", *o.chart);
   return 0;

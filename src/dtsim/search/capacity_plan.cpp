@@ -1,5 +1,7 @@
 #include "dtsim/search/capacity_plan.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -8,23 +10,39 @@
 #include "dtsim/topo/cluster_loader.hpp"
 
 namespace dtsim::search {
-namespace {
-
-nlohmann::json cluster_for(const hw::Device& device, int gpus) {
-  const bool older = device.name.rfind("A100", 0) == 0 || device.name.rfind("V100", 0) == 0;
-  const int nodes = (gpus + 7) / 8;
-  return {{"name", fmt::format("{}x8 {}", nodes, device.name)},
-          {"device", device.name},
-          {"nodes", nodes},
-          {"gpus_per_node", 8},
-          {"intra_node", {{"kind", "nvswitch"},
-                          {"bandwidth", fmt::format("{} GB/s", device.scale_up_bandwidth.value() / 1e9)},
-                          {"latency", "0.7 us"}}},
-          {"inter_node", {{"kind", "fat_tree"}, {"nics_per_node", 8}, {"nic_bandwidth", older ? "200 Gb/s" : "400 Gb/s"},
-                          {"latency", "1 us"}, {"nodes_per_leaf", 32}}}};
+std::vector<ClusterShape> cluster_shapes() {
+  return {
+      {"nvswitch8-ib", "nodes of 8 on NVSwitch, one InfiniBand NIC per GPU, non-blocking fat-tree (DGX SuperPOD)",
+       8, 8, 0, 1, 0},
+      {"nvswitch8-ib-2:1", "the same with 2:1 oversubscribed leaf uplinks (a cheaper spine)", 8, 8, 0, 2, 0},
+      {"nvswitch8-4x100g", "nodes of 8 on NVSwitch, 4 x 100 Gb/s per node (cloud instances of the A100 era, e.g. "
+       "AWS p4d's 400 Gb/s EFA)", 8, 4, 100, 1, 0},
+      {"nvl72", "64 GPUs of a 72-GPU NVLink rack (GB200 NVL72; 64 keep parallel degrees powers of two), one "
+       "400 Gb/s NIC per GPU; Blackwell (1.8 TB/s NVLink 5) only", 72, 64, 400, 1, 900},
+  };
 }
 
-}  // namespace
+nlohmann::json cluster_for(const hw::Device& device, int gpus, const ClusterShape& shape) {
+  const bool older = device.name.rfind("A100", 0) == 0 || device.name.rfind("V100", 0) == 0;
+  // An NVL72 rack runs 64 of its GPUs as one domain; smaller counts fill one domain.
+  const int domain = std::min(shape.domain == 72 ? 64 : shape.domain, gpus);
+  const int nodes = gpus / domain;
+  const double nic = shape.nic_gbps > 0 ? shape.nic_gbps : (older ? 200 : 400);
+  const int nics = std::min(shape.nics_per_node, domain);
+  nlohmann::json cluster = {{"name", fmt::format("{}x{} {} ({})", nodes, domain, device.name, shape.name)},
+                            {"device", device.name},
+                            {"nodes", nodes},
+                            {"gpus_per_node", domain},
+                            {"intra_node", {{"kind", "nvswitch"},
+                                            {"bandwidth", fmt::format("{} GB/s", device.scale_up_bandwidth.value() / 1e9)},
+                                            {"latency", "0.7 us"}}}};
+  if (nodes > 1) {
+    cluster["inter_node"] = {{"kind", "fat_tree"}, {"nics_per_node", nics}, {"nic_bandwidth", fmt::format("{} Gb/s", nic)},
+                             {"latency", "1 us"}, {"nodes_per_leaf", 32}, {"oversubscription", shape.oversubscription}};
+  }
+  return cluster;
+}
+
 
 std::map<std::string, double> example_prices_per_gpu_hour() {
   return {{"V100-SXM2-32GB", 0.90}, {"A100-SXM-40GB", 1.30}, {"A100-SXM-80GB", 1.80}, {"H100-SXM", 2.50},
@@ -33,6 +51,17 @@ std::map<std::string, double> example_prices_per_gpu_hour() {
 
 std::vector<PlanRow> plan_capacity(const model::Graph& graph, const hw::DeviceCatalog& catalog, const PlanOptions& o) {
   if (graph.seq_len <= 0) throw core::InputError("--model", "", "capacity planning counts tokens; it needs a sequence model");
+  const std::vector<ClusterShape> known = cluster_shapes();
+  std::vector<const ClusterShape*> shapes;
+  for (const std::string& name : o.shapes) {
+    auto it = std::find_if(known.begin(), known.end(), [&](const ClusterShape& c) { return c.name == name; });
+    if (it == known.end()) {
+      std::string names;
+      for (const ClusterShape& c : known) names += (names.empty() ? "" : ", ") + c.name;
+      throw core::InputError("--shapes", "", fmt::format("expected shapes among {}, got \"{}\"", names, name));
+    }
+    shapes.push_back(&*it);
+  }
   std::vector<PlanRow> rows;
   for (const std::string& name : o.devices) {
     const hw::Device* device = catalog.find(name);
@@ -40,16 +69,21 @@ std::vector<PlanRow> plan_capacity(const model::Graph& graph, const hw::DeviceCa
     if (device->scale_up_bandwidth.value() <= 0 || device->peak_for(hw::Dtype::kBf16).value() <= 0) {
       throw core::InputError("--devices", "", fmt::format("{} has no NVLink-class fabric or no bf16; plan it with simulate", name));
     }
+    for (const ClusterShape* shape : shapes) {
+    if (device->scale_up_bandwidth.value() < shape->min_scale_up_gbps * 1e9) continue;  // not built with this device
     for (int gpus : o.gpu_counts) {
       if (gpus < 8 || gpus % 8 != 0) throw core::InputError("--gpus", "", fmt::format("expected multiples of 8 GPUs, got {}", gpus));
-      topo::Cluster cluster = topo::build_cluster(cluster_for(*device, gpus), "(planned cluster)", catalog);
+      if (shape->domain == 72 && gpus > 64 && gpus % 64 != 0) {
+        throw core::InputError("--gpus", "", fmt::format("expected multiples of 64 GPUs for nvl72, got {}", gpus));
+      }
+      topo::Cluster cluster = topo::build_cluster(cluster_for(*device, gpus, *shape), "(planned cluster)", catalog);
       // A reduced space keeps a plan fast: one micro-batch size, ZeRO-1, no context parallelism.
       SearchOptions s;
       s.global_batch = o.global_batch;
       s.fixed = {{"mbs", 1}, {"zero", 1}, {"cp", 1}};
       s.threads = o.threads;
       SearchResult r = run_search(graph, cluster, s);
-      PlanRow row{device->name, gpus, std::nullopt, 0, 0, 0, 0, std::nullopt};
+      PlanRow row{device->name, shape->name, gpus, std::nullopt, 0, 0, 0, 0, std::nullopt};
       if (!r.ranked.empty()) {
         const auto& best = r.ranked.front();
         row.strategy = best.strategy;
@@ -60,6 +94,7 @@ std::vector<PlanRow> plan_capacity(const model::Graph& graph, const hw::DeviceCa
         if (auto p = o.price_per_gpu_hour.find(device->name); p != o.price_per_gpu_hour.end()) row.cost = row.gpu_hours * p->second;
       }
       rows.push_back(row);
+    }
     }
   }
   return rows;

@@ -1,14 +1,15 @@
 #pragma once
-/// Capacity planning: for each GPU type and GPU count, the fastest strategy
-/// that fits (a strategy search over a reduced space), the days to train a
-/// number of tokens, GPU-hours and cost. Each device gets the cluster shape
-/// its vendors sell: nodes of 8 on its scale-up fabric (NVSwitch at the
-/// datasheet's NVLink rate), 8 NICs per node on a non-blocking fat-tree
-/// (200 Gb/s for A100 and older, 400 Gb/s otherwise).
+/// Capacity planning: for each GPU type, GPU count and cluster shape, the
+/// fastest strategy that fits (a strategy search over a reduced space), the
+/// days to train a number of tokens, GPU-hours and cost. A shape says how
+/// the GPUs are wired: the size of the NVLink domain (a node on NVSwitch at
+/// the datasheet's NVLink rate) and the network between domains.
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "dtsim/hw/device.hpp"
 #include "dtsim/model/graph.hpp"
@@ -19,17 +20,39 @@ namespace dtsim::search {
 /// cost column concrete; they are examples, not facts: pass your own.
 std::map<std::string, double> example_prices_per_gpu_hour();
 
+/// How a cluster of a device is built. NIC rates of 0 mean the generation's
+/// InfiniBand: 200 Gb/s HDR for A100 and older, 400 Gb/s NDR otherwise.
+struct ClusterShape {
+  std::string name;
+  std::string description;
+  int domain = 8;            ///< GPUs per NVLink domain (at most; fewer when the count is smaller)
+  int nics_per_node = 8;
+  double nic_gbps = 0;
+  double oversubscription = 1;
+  /// Least NVLink bandwidth per GPU the device needs for this shape (NVL72 racks are Blackwell only).
+  double min_scale_up_gbps = 0;
+};
+
+/// The shapes `dtsim plan --shapes` offers, the default (a DGX SuperPOD-style
+/// fabric) first.
+std::vector<ClusterShape> cluster_shapes();
+
+/// The cluster JSON (topo::build_cluster) of `gpus` devices in a shape.
+nlohmann::json cluster_for(const hw::Device& device, int gpus, const ClusterShape& shape);
+
 struct PlanOptions {
   double tokens = 0;  ///< to train
   int global_batch = 0;
   std::vector<std::string> devices;  ///< catalog names
   std::vector<int> gpu_counts;
+  std::vector<std::string> shapes{"nvswitch8-ib"};  ///< names from cluster_shapes()
   std::map<std::string, double> price_per_gpu_hour;
   int threads = 0;
 };
 
 struct PlanRow {
   std::string device;
+  std::string shape;
   int gpus = 0;
   std::optional<std::string> strategy;  ///< none when nothing fits
   double tokens_per_s = 0;
