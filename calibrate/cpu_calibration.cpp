@@ -1,5 +1,6 @@
 #include "calibrate/cpu_calibration.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <stdexcept>
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "dtsim/exec/cpu_kernels.hpp"
+#include "dtsim/exec/executor.hpp"
 #include "dtsim/exec/mpi_collectives.hpp"
 
 namespace dtsim::calibrate {
@@ -126,9 +128,14 @@ Measurements calibrate_cpu(MPI_Comm world, const CalibrationOptions& o) {
   exec::use_one_blas_thread();
   Measurements out;
   out.machine_memory = machine_memory();
+  const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = exec::process_cpu_seconds();
   gemm_grid(world, o, out);
   streaming(world, o, out);
   if (o.collectives) collectives(world, o, out);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double share = wall > 0 ? (exec::process_cpu_seconds() - cpu0) / wall : 1.0;
+  MPI_Allreduce(&share, &out.cpu_share, 1, MPI_DOUBLE, MPI_MIN, world);
   return out;
 }
 

@@ -116,9 +116,11 @@ nlohmann::json to_profile(const Measurements& m, const nlohmann::json& provenanc
                                     {"bandwidth", quantity(fit.bandwidth.value(), "B/s")}}},
                            {"samples", rows}});
   }
+  nlohmann::json with_share = provenance;
+  with_share["cpu_share"] = std::round(m.cpu_share * 1000) / 1000;
   return {{"schema", "dtsim.profile/1"},
           {"device", "CPU"},
-          {"provenance", provenance},
+          {"provenance", with_share},
           {"device_figures", {{"dtype", "fp32"},
                               {"peak", quantity(best, "FLOP/s")},
                               {"memory_bandwidth", quantity(bandwidth, "B/s")},

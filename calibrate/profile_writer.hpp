@@ -34,6 +34,8 @@ struct Measurements {
   std::vector<SizePoint> memory[3];  ///< by hw::kMemoryFamilies: copy, elementwise, reduction
   std::vector<CollectivePoints> collectives;
   core::Bytes machine_memory;        ///< RAM of the machine
+  /// The least share of a core any rank got over the whole calibration (as exec::Execution::cpu_share).
+  double cpu_share = 1.0;
 };
 
 /// Where and how it was measured: machine, CPU model, cores, RAM, BLAS, MPI,
@@ -43,6 +45,7 @@ nlohmann::json collect_provenance(const std::string& arguments, int ranks);
 /// The profile of the local CPU ("device": "CPU"): device figures (best GEMM
 /// rate, streaming bandwidth of the largest copy, RAM), the kernel tables,
 /// and a latency-bandwidth fit per collective and rank count.
+/// The provenance gets `cpu_share` from the measurements.
 nlohmann::json to_profile(const Measurements& measured, const nlohmann::json& provenance);
 
 }  // namespace dtsim::calibrate

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -28,9 +29,13 @@ const std::filesystem::path& profile() {
   return path;
 }
 
-double validated_error(const std::string& model, const std::string& strategy) {
+// The median error of three validations on an undisturbed machine. A
+// validation where a rank got less than 90% of a core (calibration or run)
+// measured the machine's other load, not the model: it is retried, up to six
+// attempts; nullopt when none was undisturbed.
+std::optional<double> validated_error(const std::string& model, const std::string& strategy) {
   std::vector<double> errors;
-  for (int attempt = 0; attempt < 3; ++attempt) {
+  for (int attempt = 0; attempt < 6 && errors.size() < 3; ++attempt) {
     // Calibrating right before each run keeps both under the same machine conditions.
     CliResult r = run_dtsim("validate --json --steps 3 --quick-calibration -m " + model + " -s " + strategy);
     EXPECT_EQ(r.exit_code, 0) << r.out;
@@ -40,10 +45,15 @@ double validated_error(const std::string& model, const std::string& strategy) {
     EXPECT_GT(j.at("step").at("measured_s").get<double>(), 0);
     EXPECT_GT(j.at("peak_memory").at("measured_bytes").get<double>(), 0);
     EXPECT_EQ(j.at("step_times_s").size(), 3u);
-    errors.push_back(j.at("step").at("error").get<double>());
+    const double share = std::min(j.at("cpu_share").at("calibration").get<double>(), j.at("cpu_share").at("run").get<double>());
+    const double error = j.at("step").at("error").get<double>();
+    std::printf("  attempt %d: error %+.1f%%, least share of a core %.0f%%%s\n", attempt + 1, 100 * error, 100 * share,
+                share < 0.9 ? " (machine busy: not counted)" : "");
+    if (share >= 0.9) errors.push_back(error);
   }
+  if (errors.empty()) return std::nullopt;
   std::sort(errors.begin(), errors.end());
-  return errors[1];
+  return errors[errors.size() / 2];
 }
 
 struct Case {
@@ -54,9 +64,10 @@ struct Case {
 class Loop : public testing::TestWithParam<Case> {};
 
 TEST_P(Loop, StepTimeErrorUnder25Percent) {
-  const double error = validated_error(GetParam().model, GetParam().strategy);
-  std::printf("%s %s: median step-time error %+.1f%%\n", GetParam().model, GetParam().strategy, 100 * error);
-  EXPECT_LT(std::abs(error), 0.25);
+  const std::optional<double> error = validated_error(GetParam().model, GetParam().strategy);
+  if (!error) GTEST_SKIP() << "every attempt ran on a busy machine (a rank got under 90% of a core)";
+  std::printf("%s %s: median step-time error %+.1f%%\n", GetParam().model, GetParam().strategy, 100 * *error);
+  EXPECT_LT(std::abs(*error), 0.25);
 }
 
 INSTANTIATE_TEST_SUITE_P(

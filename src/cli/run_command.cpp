@@ -113,6 +113,9 @@ double parse_percent(const std::string& text) {
   }
 }
 
+// Below this share of a core, a rank was time-sliced with something else.
+constexpr double kBusy = 0.9;
+
 }  // namespace
 
 void add_run(CLI::App& app, RunOptions& o) {
@@ -143,6 +146,7 @@ int run_run(const RunOptions& o, const std::vector<std::string>& args, std::ostr
     const report::Validation v = report::validate(m.sim.tasks, m.sim.timeline, m.execution.timeline);
     if (o.json) {
       out << nlohmann::json{{"schema", "dtsim.run/1"}, {"step_times_s", step_times_json(m.execution)},
+                            {"cpu_share", m.execution.cpu_share},
                             {"step_time_s", v.step.measured.value()},
                             {"peak_memory_bytes", v.measured_peak_memory.value()}}.dump(2) << "\n";
     } else {
@@ -185,6 +189,8 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
     MPI_Barrier(MPI_COMM_WORLD);
   }
   Measured m = run_everywhere(o.run, profile);
+  const nlohmann::json provenance = hw::load_profile(profile).provenance;
+  const double calibration_share = provenance.is_object() ? provenance.value("cpu_share", 1.0) : 1.0;
   int status = 0;
   if (rank == 0) {
     write_trace(o.run, m);
@@ -199,6 +205,7 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
       j["ranks"] = m.sim.strategy.world;
       j["profile"] = profile;
       j["step_times_s"] = step_times_json(m.execution);
+      j["cpu_share"] = {{"calibration", calibration_share}, {"run", m.execution.cpu_share}};
       if (limit > 0) j["max_error"] = limit;
       j["passed"] = !failed;
       out << j.dump(2) << "\n";
@@ -206,6 +213,11 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
       fmt::print(out, "dtsim validate: {}\n", header(o.run, m));
       report::write_validation_table(out, v);
       fmt::print(out, "  profile: {}\n", profile);
+      if (std::min(calibration_share, m.execution.cpu_share) < kBusy) {
+        fmt::print(out, "  warning: a rank got only {:.0f}% of a core during the calibration and {:.0f}% during the run; "
+                        "something else was running, so these errors measure the machine's load, not the model\n",
+                   100 * calibration_share, 100 * m.execution.cpu_share);
+      }
     }
     if (failed) {
       std::fprintf(stderr, "dtsim: step-time error %+.1f%% exceeds --max-error %s\n", 100 * v.step.error(),

@@ -1,6 +1,7 @@
 #include "dtsim/exec/executor.hpp"
 
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -74,6 +75,12 @@ std::int64_t to_ns(Clock::duration d) { return std::chrono::duration_cast<std::c
 
 }  // namespace
 
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
 Execution execute(const plan::TaskGraph& graph, const plan::Timeline& order, MPI_Comm world,
                   const ExecuteOptions& options) {
   int rank = 0, size = 1;
@@ -111,13 +118,14 @@ Execution execute(const plan::TaskGraph& graph, const plan::Timeline& order, MPI
 
   const int total_steps = options.warmup_steps + options.steps;
   std::vector<std::vector<plan::TaskSpan>> spans(static_cast<std::size_t>(options.steps));
-  std::vector<double> makespans;
+  std::vector<double> makespans, shares;
   std::size_t peak_activations = 0;
   for (int step = 0; step < total_steps; ++step) {
     std::vector<plan::TaskSpan> step_spans(mine.size());
     activations.reset_peak();
     MPI_Barrier(world);
     const Clock::time_point t0 = Clock::now();
+    const double cpu0 = process_cpu_seconds();
     for (std::size_t i = 0; i < mine.size(); ++i) {
       const plan::Task& task = graph.tasks[mine[i]];
       step_spans[i].start = {to_ns(Clock::now() - t0)};
@@ -132,10 +140,13 @@ Execution execute(const plan::TaskGraph& graph, const plan::Timeline& order, MPI
     }
     comm.complete_sends();
     double local = std::chrono::duration<double>(Clock::now() - t0).count(), slowest = 0;
+    double share = local > 0 ? (process_cpu_seconds() - cpu0) / local : 1.0, least = 1.0;
     MPI_Allreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX, world);
+    MPI_Allreduce(&share, &least, 1, MPI_DOUBLE, MPI_MIN, world);
     if (step >= options.warmup_steps) {
       spans[static_cast<std::size_t>(step - options.warmup_steps)] = std::move(step_spans);
       makespans.push_back(slowest);
+      shares.push_back(least);
       peak_activations = std::max(peak_activations, activations.peak());
     }
   }
@@ -149,6 +160,7 @@ Execution execute(const plan::TaskGraph& graph, const plan::Timeline& order, MPI
   Execution out;
   for (double t : makespans) out.step_times.emplace_back(t);
   out.timeline.makespan = {static_cast<std::int64_t>(makespans[median] * 1e9)};
+  out.cpu_share = shares[median];
   out.timeline.spans.assign(graph.tasks.size(), {});
   out.timeline.memory.assign(static_cast<std::size_t>(size), {});
 

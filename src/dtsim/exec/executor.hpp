@@ -33,7 +33,14 @@ struct Execution {
   plan::Timeline timeline;
   std::vector<core::Seconds> step_times;  ///< every timed step, slowest rank
   std::vector<core::Bytes> max_rss;       ///< per rank, the process's resident peak (getrusage)
+  /// The least share of a core any rank got during the median step (CPU time
+  /// over wall time; MPI waits spin, so an undisturbed rank is near 1). Below
+  /// about 0.9 something else ran on the machine and the timing is not the plan's.
+  double cpu_share = 1.0;
 };
+
+/// CPU time this process has used, in seconds.
+double process_cpu_seconds();
 
 /// Collective over `world`. The graph must be lowered with every rank
 /// (LowerOptions::full), for the world's size, without parameter servers;
