@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "dtsim/core/json_reader.hpp"
 #include "dtsim/hw/device.hpp"
 #include "dtsim/net/collective.hpp"
 #include "dtsim/topo/cluster_loader.hpp"
@@ -119,4 +120,54 @@ TEST(Collective, AutoTakesTheTreeForSmallMessagesAndTheRingForLargeOnes) {
   for (int i = 0; i < 16; ++i) gpus.push_back(8 * i);
   EXPECT_EQ(network.cost(net::CollectiveOp::kAllReduce, gpus, core::Bytes(1024)).algorithm, net::Algorithm::kTree);
   EXPECT_EQ(network.cost(net::CollectiveOp::kAllReduce, gpus, core::Bytes(1e9)).algorithm, net::Algorithm::kRing);
+}
+
+TEST(BundledClusters, Nvl72KeepsA72GpuAllReduceOnNvlink) {
+  topo::Cluster c = cluster("gb200-nvl72");
+  EXPECT_EQ(c.gpu_count(), 72);
+  net::Network network(c, {});
+  net::CollectiveCost cost = network.cost(net::CollectiveOp::kAllReduce, first(72), core::Bytes(1e9), net::Algorithm::kRing);
+  EXPECT_FALSE(cost.hierarchical);
+  EXPECT_NEAR(cost.bus_bandwidth.value(), 900e9 * 0.8, 1e9);  // the default bus efficiency of the NVLink switch
+}
+
+TEST(BundledClusters, H200ServersAreEightGpusOnNdr) {
+  topo::Cluster c = cluster("hgx-h200");
+  EXPECT_EQ(c.gpu_count(), 128);
+  EXPECT_EQ(c.device().name, "H200-SXM");
+}
+
+// The RoCE cluster's leaves hold 8 servers (64 NICs) under a 2:1 uplink of
+// 32 NICs' worth.
+//  - A ring exchange ordered so that every flow crosses between two leaves
+//    sends 64 flows each way over the uplink: each gets half the NIC rate.
+//  - A ring all-reduce, ordered by node as NCCL orders its rings, crosses the
+//    spine only twice per ring and never fills it: no change.
+//  - An all-to-all over the two leaves fills it in some of its steps only.
+TEST(BundledClusters, TheTwoToOneSpineHalvesTheFlowsThatFillIt) {
+  hw::DeviceCatalog catalog;
+  const std::string file = std::string(DTSIM_SOURCE_DIR) + "/topologies/roce-h100-2to1.json";
+  nlohmann::json doc = core::load_json_file(file);
+  topo::Cluster oversubscribed = topo::build_cluster(doc, file, catalog);
+  doc["inter_node"]["oversubscription"] = 1;
+  topo::Cluster non_blocking = topo::build_cluster(doc, file, catalog);
+  std::vector<int> crossing;  // local GPU g of servers 0, 8, 1, 9, ..., 7, 15, for g = 0..7
+  for (int g = 0; g < 8; ++g) {
+    for (int s = 0; s < 8; ++s) {
+      crossing.push_back(8 * s + g);
+      crossing.push_back(8 * (s + 8) + g);
+    }
+  }
+  const core::Bytes size(1e9);
+  auto cost = [&](const topo::Cluster& c, net::CollectiveOp op, const std::vector<int>& g) {
+    return net::Network(c, {}).cost(op, g, size, net::Algorithm::kAuto);
+  };
+  EXPECT_NEAR(cost(oversubscribed, net::CollectiveOp::kRingExchange, crossing).bus_bandwidth /
+                  cost(non_blocking, net::CollectiveOp::kRingExchange, crossing).bus_bandwidth, 0.5, 1e-9);
+  EXPECT_NEAR(cost(oversubscribed, net::CollectiveOp::kAllReduce, first(128)).time /
+                  cost(non_blocking, net::CollectiveOp::kAllReduce, first(128)).time, 1.0, 1e-9);
+  const double all_to_all = cost(oversubscribed, net::CollectiveOp::kAllToAll, first(128)).time /
+                            cost(non_blocking, net::CollectiveOp::kAllToAll, first(128)).time;
+  EXPECT_GT(all_to_all, 1.1);
+  EXPECT_LT(all_to_all, 2.0);
 }
