@@ -13,11 +13,9 @@ namespace dtsim::calibrate {
 namespace {
 
 std::pair<core::Bytes, core::Bytes> size_range(const std::string& flag, const std::string& text) {
-  const auto colon = text.find(':');
   try {
-    if (colon == std::string::npos) throw std::invalid_argument("expected a range");
-    auto range = std::pair{core::parse_bytes(text.substr(0, colon)), core::parse_bytes(text.substr(colon + 1))};
-    if (!(range.first.value() >= 4) || range.second < range.first) throw std::invalid_argument("expected small:large");
+    auto range = core::parse_size_range(text);
+    if (!(range.first.value() >= 4) || range.second <= range.first) throw std::invalid_argument("expected small:large");
     return range;
   } catch (const std::invalid_argument& e) {
     throw core::InputError(flag, "", fmt::format("{} (a range is written 4KiB:64MiB), got \"{}\"", e.what(), text));

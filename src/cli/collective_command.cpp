@@ -27,10 +27,8 @@ double bus_factor(net::CollectiveOp op, double n) {
 }
 
 std::pair<core::Bytes, core::Bytes> parse_sizes(const std::string& text) {
-  const auto colon = text.find(':');
   try {
-    if (colon == std::string::npos) return {core::parse_bytes(text), core::parse_bytes(text)};
-    return {core::parse_bytes(text.substr(0, colon)), core::parse_bytes(text.substr(colon + 1))};
+    return core::parse_size_range(text);
   } catch (const std::invalid_argument& e) {
     throw core::InputError("--sizes", "", std::string(e.what()) + " (a range is written 8B:8GiB)");
   }

@@ -8,20 +8,18 @@
 #include "cli/commands.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/json_reader.hpp"
+#include "dtsim/core/quantity_parse.hpp"
 #include "dtsim/report/compare.hpp"
 
 namespace dtsim::cli {
 namespace {
 
-double parse_tolerance(std::string text) {
-  const bool percent = !text.empty() && text.back() == '%';
-  if (percent) text.pop_back();
-  double v = -1;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || ptr != text.data() + text.size() || v < 0) {
+double parse_tolerance(const std::string& text) {
+  try {
+    return core::parse_fraction(text);
+  } catch (const std::invalid_argument&) {
     throw core::InputError("--tolerance", "", fmt::format("expected a tolerance like 5% or 0.05, got \"{}\"", text));
   }
-  return percent ? v / 100 : v;
 }
 
 nlohmann::json load_report(const std::string& path) {

@@ -100,17 +100,13 @@ nlohmann::json step_times_json(const exec::Execution& e) {
   return out;
 }
 
-double parse_percent(const std::string& text) {
-  std::string number = text;
-  if (!number.empty() && number.back() == '%') number.pop_back();
+double parse_max_error(const std::string& text) {
   try {
-    std::size_t used = 0;
-    const double v = std::stod(number, &used);
-    if (used != number.size() || !(v > 0)) throw std::invalid_argument("not positive");
-    return v / 100;
-  } catch (const std::exception&) {
-    throw core::InputError("--max-error", "", fmt::format("expected a percentage like 15%, got \"{}\"", text));
+    const double v = core::parse_fraction(text);
+    if (v > 0) return v;
+  } catch (const std::invalid_argument&) {
   }
+  throw core::InputError("--max-error", "", fmt::format("expected a positive error like 15%, got \"{}\"", text));
 }
 
 // Below this share of a core, a rank was time-sliced with something else.
@@ -164,7 +160,7 @@ int run_run(const RunOptions& o, const std::vector<std::string>& args, std::ostr
 
 int run_validate(const ValidateOptions& o, const std::vector<std::string>& args, std::ostream& out) {
   check_options(o.run);
-  const double limit = o.max_error ? parse_percent(*o.max_error) : 0.0;  // 0: no limit
+  const double limit = o.max_error ? parse_max_error(*o.max_error) : 0.0;  // 0: no limit
   launch_if_needed(o.run, o.run.profile, args);
   MPI_Init(nullptr, nullptr);
   int rank = 0;
@@ -189,7 +185,7 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
     MPI_Barrier(MPI_COMM_WORLD);
   }
   Measured m = run_everywhere(o.run, profile);
-  const nlohmann::json provenance = hw::load_profile(profile).provenance;
+  const nlohmann::json& provenance = m.sim.profile->provenance;  // plan_for always passes a profile
   const double calibration_share = provenance.is_object() ? provenance.value("cpu_share", 1.0) : 1.0;
   int status = 0;
   if (rank == 0) {

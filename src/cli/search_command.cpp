@@ -88,14 +88,9 @@ int run_search(const SearchOptions& o, std::ostream& out) {
   if (o.nodes && *o.nodes < 1) throw core::InputError("--nodes", "", "expected a positive node count");
   topo::Cluster cluster = topo::load_cluster(driver::resolve_input(o.cluster, "topologies", "--cluster"), catalog, {o.nodes});
   if (o.gbs < 1) throw core::InputError("--gbs", "", fmt::format("expected a positive global batch, got {}", o.gbs));
-  if (o.profile) {
-    cluster.set_device(hw::apply_figures(cluster.device(), driver::load_checked_profile(*o.profile, cluster)));
-  } else if (cluster.device().needs_profile) {
-    throw core::InputError("--profile", "", fmt::format("the {} device has no datasheet figures; pass a "
-                                                        "dtsim-calibrate profile", cluster.device().name));
-  }
+  std::optional<hw::Profile> profile = driver::apply_profile(cluster, o.profile);
   search::SearchOptions options;
-  options.profile = o.profile;
+  if (profile) options.profile = std::make_shared<const hw::Profile>(std::move(*profile));
   options.global_batch = o.gbs;
   options.fixed = parse_dimensions("--fix", o.fix);
   options.at_most = parse_dimensions("--max", o.max);

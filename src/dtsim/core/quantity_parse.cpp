@@ -103,4 +103,21 @@ FlopsPerSecond parse_flop_rate(std::string_view text) {
   fail("a FLOP rate", "989 TFLOP/s", text);
 }
 
+double parse_fraction(std::string_view text) {
+  const bool percent = !text.empty() && text.back() == '%';
+  const std::string_view number = percent ? text.substr(0, text.size() - 1) : text;
+  double v = -1;
+  auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
+  if (ec != std::errc() || ptr != number.data() + number.size() || v < 0) {
+    throw std::invalid_argument("expected a fraction like 5% or 0.05, got \"" + std::string(text) + "\"");
+  }
+  return percent ? v / 100 : v;
+}
+
+std::pair<Bytes, Bytes> parse_size_range(std::string_view text) {
+  const auto colon = text.find(':');
+  if (colon == std::string_view::npos) return {parse_bytes(text), parse_bytes(text)};
+  return {parse_bytes(text.substr(0, colon)), parse_bytes(text.substr(colon + 1))};
+}
+
 }  // namespace dtsim::core

@@ -5,6 +5,7 @@
 /// unit is never guessed. Each parser throws std::invalid_argument with a
 /// message of the form 'expected a bandwidth like "400 Gb/s", got "400"'.
 #include <string_view>
+#include <utility>
 
 #include "dtsim/core/units.hpp"
 
@@ -15,5 +16,10 @@ BytesPerSecond parse_bandwidth(std::string_view text);
 Seconds parse_duration(std::string_view text);
 Flops parse_flops(std::string_view text);
 FlopsPerSecond parse_flop_rate(std::string_view text);
+
+/// "5%" or "0.05" as a non-negative fraction (0.05).
+double parse_fraction(std::string_view text);
+/// A range of sizes, "8B:8GiB"; one size, "1MiB", is a range of one.
+std::pair<Bytes, Bytes> parse_size_range(std::string_view text);
 
 }  // namespace dtsim::core

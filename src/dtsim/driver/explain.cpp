@@ -69,7 +69,8 @@ Explanation explain(const Simulation& today, const SimulationRequest& request) {
   for (const Knob& k : knobs) {
     SimulationRequest changed = request;
     changed.what_if = k.what_if;
-    const core::Seconds t = predict(today.graph, today.cluster, changed).report.step_time;
+    const core::Seconds t =
+        predict(today.graph, today.cluster, changed, today.profile ? &*today.profile : nullptr).report.step_time;
     e.what_if.push_back({k.resource, t, 1 - t / step});
   }
   std::stable_sort(e.what_if.begin(), e.what_if.end(), [](const Sensitivity& a, const Sensitivity& b) { return a.saving > b.saving; });

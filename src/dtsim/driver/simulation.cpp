@@ -66,22 +66,30 @@ hw::Profile load_checked_profile(const std::string& path, const topo::Cluster& c
   return profile;
 }
 
+std::optional<hw::Profile> apply_profile(topo::Cluster& cluster, const std::optional<std::string>& path) {
+  if (!path) {
+    if (cluster.device().needs_profile) {
+      throw core::InputError("--profile", "", fmt::format("the {} device of cluster {} has no datasheet figures; measure "
+                                                          "them with dtsim-calibrate and pass its profile",
+                                                          cluster.device().name, cluster.name()));
+    }
+    return std::nullopt;
+  }
+  hw::Profile profile = load_checked_profile(*path, cluster);
+  cluster.set_device(hw::apply_figures(cluster.device(), profile));
+  return profile;
+}
+
 Simulation simulate(const SimulationRequest& request) {
   hw::DeviceCatalog catalog;
   model::Graph graph = model::load_workload(resolve_input(request.model, "workloads", "--model"), {request.seq_len});
   if (request.nodes && *request.nodes < 1) throw core::InputError("--nodes", "", "expected a positive node count");
   topo::Cluster cluster = topo::load_cluster(resolve_input(request.cluster, "topologies", "--cluster"), catalog,
                                              {request.nodes});
-  if (request.profile) {
-    cluster.set_device(hw::apply_figures(cluster.device(), load_checked_profile(*request.profile, cluster)));
-  } else if (cluster.device().needs_profile) {
-    throw core::InputError("--profile", "", fmt::format("the {} device of cluster {} has no datasheet figures; measure "
-                                                        "them with dtsim-calibrate and pass its profile",
-                                                        cluster.device().name, cluster.name()));
-  }
-  Prediction p = predict(graph, cluster, request);
+  std::optional<hw::Profile> profile = apply_profile(cluster, request.profile);
+  Prediction p = predict(graph, cluster, request, profile ? &*profile : nullptr);
   return Simulation{std::move(graph), std::move(cluster), p.strategy, std::move(p.tasks), std::move(p.timeline),
-                    std::move(p.report), std::move(p.costs)};
+                    std::move(p.report), std::move(p.costs), std::move(profile)};
 }
 
 int resolve_world(const SimulationRequest& request) {
@@ -99,14 +107,16 @@ int resolve_world(const SimulationRequest& request) {
 }
 
 Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, const SimulationRequest& request) {
+  std::optional<hw::Profile> profile;
+  if (request.profile) profile = load_checked_profile(*request.profile, cluster);
+  return predict(graph, cluster, request, profile ? &*profile : nullptr);
+}
+
+Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, const SimulationRequest& request,
+                   const hw::Profile* profile) {
   plan::ResolvedStrategy strategy = plan::resolve(plan::parse_strategy(request.strategy), graph, cluster);
 
-  hw::Efficiency efficiency;
-  std::optional<hw::Profile> profile;
-  if (request.profile) {
-    profile = load_checked_profile(*request.profile, cluster);
-    efficiency = profile->efficiency;
-  }
+  hw::Efficiency efficiency = profile ? profile->efficiency : hw::Efficiency{};
   const WhatIf& w = request.what_if;
   hw::Device device = cluster.device();
   for (auto& peak : device.peak) peak = peak * w.compute;

@@ -61,6 +61,7 @@ struct Simulation {
   plan::Timeline timeline;
   report::Report report;
   sim::TaskCosts costs;
+  std::optional<hw::Profile> profile;  ///< the request's, loaded once
 };
 
 Simulation simulate(const SimulationRequest& request);
@@ -84,5 +85,13 @@ struct Prediction {
   sim::TaskCosts costs;
 };
 Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, const SimulationRequest& request);
+/// The same with the profile already loaded (request.profile is not read); null for none.
+Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, const SimulationRequest& request,
+                   const hw::Profile* profile);
+
+/// Loads the profile at `path`, if any, and makes the cluster's device what it
+/// measured. Without one, a device that only a profile describes (the CPU) is
+/// an InputError naming --profile.
+std::optional<hw::Profile> apply_profile(topo::Cluster& cluster, const std::optional<std::string>& path);
 
 }  // namespace dtsim::driver

@@ -119,8 +119,8 @@ SearchResult run_search(const model::Graph& graph, const topo::Cluster& cluster,
   std::mutex progress_lock;
   auto work = [&] {
     for (std::size_t i = next++; i < worth.size(); i = next++) {
-      driver::SimulationRequest request{"", "", worth[i], std::nullopt, std::nullopt, o.profile, false, {}, {}};
-      driver::Prediction p = driver::predict(graph, cluster, request);
+      driver::SimulationRequest request{"", "", worth[i], std::nullopt, std::nullopt, std::nullopt, false, {}, {}};
+      driver::Prediction p = driver::predict(graph, cluster, request, o.profile.get());
       if (p.report.fits_in_memory) reports[i] = std::move(p.report);
       std::size_t finished = ++done;
       if (o.progress) {

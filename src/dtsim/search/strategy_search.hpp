@@ -6,10 +6,12 @@
 /// with the Pareto front of throughput against memory marked.
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "dtsim/hw/profile.hpp"
 #include "dtsim/model/graph.hpp"
 #include "dtsim/report/report.hpp"
 #include "dtsim/topo/cluster.hpp"
@@ -22,7 +24,8 @@ struct SearchOptions {
   std::map<std::string, int> fixed;
   std::map<std::string, int> at_most;
   int threads = 0;  ///< 0: all cores
-  std::optional<std::string> profile;  ///< calibration profile, as `simulate --profile`
+  /// A calibration profile, as `simulate --profile` (driver::apply_profile has applied it to the cluster).
+  std::shared_ptr<const hw::Profile> profile;
   /// Called after each simulated configuration with (done, total).
   std::function<void(std::size_t, std::size_t)> progress;
 };
