@@ -101,7 +101,8 @@ TEST(CliErrors, CollectiveRejectsUnknownOpsAndAlgorithms) {
   expect_one_line("collective --op all_reduse",
                   "--op: expected all_reduce, reduce_scatter, all_gather, broadcast, all_to_all or send_recv, got \"all_reduse\"");
   expect_one_line("collective --algorithm bruck",
-                  "--algorithm: expected auto, ring, tree, halving_doubling, direct or nvls, got \"bruck\"");
+                  "--algorithm: expected one of auto, ring, tree, halving_doubling, direct, nvls, sharp, ps, "
+                  "reduce_broadcast, got \"bruck\"");
   expect_one_line("collective --sizes 8:8GiB", "--sizes: expected a size like \"80 GiB\", got \"8\" (a range is written 8B:8GiB)");
 }
 }  // namespace

@@ -43,7 +43,8 @@ void add_collective(CLI::App& app, CollectiveOptions& o) {
   cmd->add_option("--op", o.op, "all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, send_recv")->capture_default_str();
   cmd->add_option("--group", o.group, "GPUs in the group, the first ones in placement order (default: all)");
   cmd->add_option("--sizes", o.sizes, "buffer sizes, doubling from the first to the last")->capture_default_str();
-  cmd->add_option("--algorithm", o.algorithm, "auto, ring, tree, halving_doubling, direct, nvls")->capture_default_str();
+  cmd->add_option("--algorithm", o.algorithm, std::string(net::algorithm_names()))->capture_default_str();
+  cmd->add_option("--protocol", o.protocol, "auto, simple, ll, ll128 (NCCL's protocols)")->capture_default_str();
   cmd->add_option("--profile", o.profile, "calibration profile: its measured collectives replace the fabric model");
   cmd->add_flag("--json", o.json, "print the rows as JSON");
 }
@@ -59,9 +60,10 @@ int run_collective(const CollectiveOptions& o, std::ostream& out) {
   }
   auto algorithm = net::parse_algorithm(o.algorithm);
   if (!algorithm) {
-    throw core::InputError("--algorithm", "",
-                           fmt::format("expected auto, ring, tree, halving_doubling, direct or nvls, got \"{}\"", o.algorithm));
+    throw core::InputError("--algorithm", "", fmt::format("expected one of {}, got \"{}\"", net::algorithm_names(), o.algorithm));
   }
+  auto protocol = net::parse_protocol(o.protocol);
+  if (!protocol) throw core::InputError("--protocol", "", fmt::format("expected auto, simple, ll or ll128, got \"{}\"", o.protocol));
   const int group = o.group.value_or(cluster.gpu_count());
   if (group < 2 || group > cluster.gpu_count()) {
     throw core::InputError("--group", "", fmt::format("expected 2 to {} GPUs, got {}", cluster.gpu_count(), group));
@@ -72,13 +74,15 @@ int run_collective(const CollectiveOptions& o, std::ostream& out) {
   for (int i = 0; i < group; ++i) gpus[static_cast<std::size_t>(i)] = i;
   net::NetworkOptions options;
   options.algorithm = *algorithm;
+  options.protocol = *protocol;
   if (o.profile) options.measured = driver::measured_collectives(driver::load_checked_profile(*o.profile, cluster));
   net::Network network(cluster, options);
 
   nlohmann::json rows = nlohmann::json::array();
   if (!o.json) {
     fmt::print(out, "# {} on {} GPUs of {} ({} x {})\n", o.op, group, cluster.name(), cluster.nodes(), cluster.device().name);
-    fmt::print(out, "#{:>14} {:>12} {:>12} {:>12}  {}\n", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "algorithm");
+    fmt::print(out, "#{:>14} {:>12} {:>12} {:>12}  {:<7} {:>3}  {}\n", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
+               "proto", "ch", "algorithm");
   }
   for (double size = first.value(); size <= last.value() * (1 + 1e-9); size *= 2) {
     net::CollectiveCost c = network.cost(*op, gpus, core::Bytes(size));
@@ -88,9 +92,12 @@ int run_collective(const CollectiveOptions& o, std::ostream& out) {
     std::string name = std::string(net::to_string(c.algorithm)) + (c.hierarchical ? " (hierarchical)" : "");
     if (o.json) {
       rows.push_back({{"size_bytes", size}, {"time_s", seconds}, {"algbw_GBps", algbw}, {"busbw_GBps", busbw},
-                      {"algorithm", net::to_string(c.algorithm)}, {"hierarchical", c.hierarchical}});
+                      {"algorithm", net::to_string(c.algorithm)}, {"hierarchical", c.hierarchical},
+                      {"protocol", net::to_string(c.protocol)}, {"channels", c.channels}, {"measured", c.measured}});
     } else {
-      fmt::print(out, " {:>14.0f} {:>12.2f} {:>12.2f} {:>12.2f}  {}\n", size, seconds * 1e6, algbw, busbw, name);
+      const std::string protocol_name = c.measured ? "-" : std::string(net::to_string(c.protocol));
+      fmt::print(out, " {:>14.0f} {:>12.2f} {:>12.2f} {:>12.2f}  {:<7} {:>3}  {}\n", size, seconds * 1e6, algbw, busbw,
+                 protocol_name, c.measured ? 0 : c.channels, c.measured ? "measured" : name);
     }
   }
   if (o.json) {

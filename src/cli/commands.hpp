@@ -19,6 +19,7 @@ struct SimulateOptions {
   std::optional<std::string> trace;
   std::optional<std::string> html;
   std::vector<double> worker_speed;
+  std::string network = "analytic";
   bool json = false;
   bool full = false;
   bool explain = false;
@@ -34,6 +35,7 @@ struct CollectiveOptions {
   std::optional<int> group;
   std::string sizes = "8B:8GiB";
   std::string algorithm = "auto";
+  std::string protocol = "auto";
   std::optional<std::string> profile;
   bool json = false;
 };

@@ -31,11 +31,19 @@ void add_simulate(CLI::App& app, SimulateOptions& o) {
   cmd->add_option("--report", o.html, "write a self-contained HTML report (timeline, memory, breakdown)");
   cmd->add_flag("--json", o.json, "print the report as JSON (schema dtsim.report/1)");
   cmd->add_flag("--full", o.full, "simulate every rank instead of one per pipeline stage");
+  cmd->add_option("--network", o.network,
+                  "analytic (each collective costed alone) or flow (concurrent collectives share links "
+                  "max-min fairly; simulates every rank)")
+      ->capture_default_str();
   cmd->add_flag("--explain", o.explain, "add the critical path, what-if sensitivities and a verdict (5 more simulations)");
 }
 
 int run_simulate(const SimulateOptions& o, std::ostream& out) {
+  if (o.network != "analytic" && o.network != "flow") {
+    throw core::InputError("--network", "", fmt::format("expected analytic or flow, got \"{}\"", o.network));
+  }
   driver::SimulationRequest request{o.model, o.cluster, o.strategy, o.nodes, o.seq_len, o.profile, o.full, o.worker_speed, {}};
+  request.network = o.network == "flow" ? sim::NetworkMode::kFlow : sim::NetworkMode::kAnalytic;
   driver::Simulation sim = driver::simulate(request);
   if (o.trace) {
     std::ofstream file(*o.trace);

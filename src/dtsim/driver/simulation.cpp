@@ -127,6 +127,7 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
   net::NetworkOptions network_options;
   if (profile) network_options.measured = measured_collectives(*profile);
   network_options.algorithm = *net::parse_algorithm(strategy.s.collective);
+  network_options.protocol = *net::parse_protocol(strategy.s.protocol);
   network_options.intra_bandwidth_scale = w.intra_node;
   network_options.inter_bandwidth_scale = w.inter_node;
   network_options.latency_scale = w.latency;
@@ -141,10 +142,11 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
       if (!(v > 0)) throw core::InputError("--worker-speed", "", fmt::format("expected positive speeds, got {}", v));
     }
   }
-  const bool full = request.full || !request.worker_speed.empty();
+  const bool flow = request.network == sim::NetworkMode::kFlow;
+  const bool full = request.full || !request.worker_speed.empty() || flow;
   plan::TaskGraph tasks = strategy.s.ps != 0 ? plan::lower_parameter_server(graph, strategy, cluster)
                                              : plan::lower(graph, strategy, cluster, {full});
-  sim::TaskCosts costs = sim::cost_tasks(tasks, cost_model, network);
+  sim::TaskCosts costs = sim::cost_tasks(tasks, cost_model, network, request.network);
   if (!request.worker_speed.empty()) {
     costs.rank_speed.assign(static_cast<std::size_t>(tasks.world), 1.0);
     std::copy(request.worker_speed.begin(), request.worker_speed.end(), costs.rank_speed.begin());

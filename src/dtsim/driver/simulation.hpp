@@ -51,6 +51,9 @@ struct SimulationRequest {
   /// Relative speed of each GPU used (1 = nominal); implies simulating every rank.
   std::vector<double> worker_speed;
   WhatIf what_if;
+  /// kFlow shares links among concurrent collectives by max-min fairness
+  /// (implies `full`: every rank's traffic must be on the links).
+  sim::NetworkMode network = sim::NetworkMode::kAnalytic;
 };
 
 struct Simulation {

@@ -1,16 +1,34 @@
-// The collective algorithms beside the ring, as steps of concurrent flows
-// costed by Network::concurrent (flows sharing a link split it).
+// The collective algorithms, each as phases of concurrent flows (Simple
+// protocol; protocol.cpp rewrites them for LL and LL128).
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <set>
+#include <unordered_map>
 
 #include "dtsim/net/collective.hpp"
 
 namespace dtsim::net {
 
 using core::Bytes;
-using core::BytesPerSecond;
 using core::Seconds;
+
+namespace {
+
+constexpr Algorithm kAllAlgorithms[] = {Algorithm::kAuto,  Algorithm::kRing,  Algorithm::kTree,
+                                        Algorithm::kHalvingDoubling, Algorithm::kDirect, Algorithm::kNvls,
+                                        Algorithm::kSharp, Algorithm::kParameterServer, Algorithm::kReduceBroadcast};
+
+bool reduces(CollectiveOp op) { return op == CollectiveOp::kAllReduce || op == CollectiveOp::kReduceScatter; }
+bool gathers(CollectiveOp op) { return op == CollectiveOp::kAllReduce || op == CollectiveOp::kAllGather; }
+
+std::size_t largest(const std::vector<std::vector<int>>& groups) {
+  std::size_t n = 0;
+  for (const auto& g : groups) n = std::max(n, g.size());
+  return n;
+}
+
+}  // namespace
 
 std::string_view to_string(Algorithm algorithm) {
   switch (algorithm) {
@@ -20,143 +38,296 @@ std::string_view to_string(Algorithm algorithm) {
     case Algorithm::kHalvingDoubling: return "halving_doubling";
     case Algorithm::kDirect: return "direct";
     case Algorithm::kNvls: return "nvls";
+    case Algorithm::kSharp: return "sharp";
+    case Algorithm::kParameterServer: return "ps";
+    case Algorithm::kReduceBroadcast: return "reduce_broadcast";
   }
   return "?";
 }
 
 std::optional<Algorithm> parse_algorithm(std::string_view text) {
-  for (Algorithm a : {Algorithm::kAuto, Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling,
-                      Algorithm::kDirect, Algorithm::kNvls}) {
+  for (Algorithm a : kAllAlgorithms) {
     if (text == to_string(a)) return a;
   }
   return std::nullopt;
 }
 
-std::optional<CollectiveOp> parse_collective_op(std::string_view text) {
-  for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather,
-                          CollectiveOp::kBroadcast, CollectiveOp::kAllToAll, CollectiveOp::kSendRecv}) {
-    if (text == to_string(op)) return op;
-  }
-  return std::nullopt;
+std::string_view algorithm_names() {
+  return "auto, ring, tree, halving_doubling, direct, nvls, sharp, ps, reduce_broadcast";
 }
 
-// Sums, step by step, the slowest flow's time plus the longest route's latency.
-std::optional<CollectiveCost> Network::steps_cost(const std::vector<std::vector<std::pair<int, int>>>& steps,
-                                                  const std::vector<Bytes>& bytes_per_step) const {
-  CollectiveCost total{Seconds(0), BytesPerSecond(std::numeric_limits<double>::infinity()), false, Algorithm::kRing};
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    if (steps[i].empty()) continue;
-    StepCost step = concurrent(steps[i]);
-    total.time += bytes_per_step[i] / step.per_flow_bandwidth + step.latency;
-    total.bus_bandwidth = std::min(total.bus_bandwidth, step.per_flow_bandwidth);
+Network::Network(const topo::Cluster& cluster, NetworkOptions options) : cluster_(&cluster), options_(std::move(options)) {
+  capacity_.reserve(cluster.links().size());
+  for (const topo::LinkInfo& link : cluster.links()) {
+    const double scale = link.kind == topo::LinkKind::kNetwork ? options_.inter_bandwidth_scale
+                                                               : options_.intra_bandwidth_scale;
+    capacity_.push_back(link.bandwidth.value() * link.efficiency * options_.efficiency_scale * scale);
   }
+}
+
+const topo::Route& Network::route(int from, int to) const {
+  auto key = std::pair{from, to};
+  auto it = routes_.find(key);
+  if (it == routes_.end()) it = routes_.emplace(key, cluster_->route(from, to)).first;
+  return it->second;
+}
+
+FlowPhase Network::phase(const Flows& flows, Bytes bytes_per_flow, double steps) const {
+  FlowPhase out;
+  out.bytes_per_flow = bytes_per_flow;
+  std::unordered_map<int, int> count;
+  for (auto [from, to] : flows) {
+    const topo::Route& r = route(from, to);
+    for (int link : r.links) ++count[link];
+    out.latency = std::max(out.latency, r.latency * options_.latency_scale);
+  }
+  out.latency = out.latency * steps;
+  out.flows_on_link.assign(count.begin(), count.end());
+  std::sort(out.flows_on_link.begin(), out.flows_on_link.end());  // deterministic order
+  return out;
+}
+
+Seconds Network::time(const FlowPhase& phase) const {
+  double busiest = 0;  // seconds per byte of one flow on the most loaded link
+  for (auto [link, flows] : phase.flows_on_link) {
+    busiest = std::max(busiest, flows / capacity_[static_cast<std::size_t>(link)]);
+  }
+  return phase.latency + Seconds(phase.bytes_per_flow.value() * busiest / phase.rate_fraction);
+}
+
+Seconds Network::time(const CollectivePlan& plan) const {
+  if (plan.fixed) return *plan.fixed;
+  Seconds total;
+  for (const FlowPhase& p : plan.phases) total += time(p);
   return total;
 }
 
-std::optional<CollectiveCost> Network::flat(CollectiveOp op, const std::vector<std::vector<int>>& groups, Bytes bytes,
-                                            Algorithm algorithm) const {
-  std::size_t n = 0;
-  for (const auto& g : groups) n = std::max(n, g.size());
-  const bool reduce = op == CollectiveOp::kAllReduce || op == CollectiveOp::kReduceScatter;
-  const bool gather = op == CollectiveOp::kAllReduce || op == CollectiveOp::kAllGather;
-  std::optional<CollectiveCost> out;
-  switch (algorithm) {
-    case Algorithm::kRing:
-      out = flat_ring(op, groups, bytes);
-      break;
-    case Algorithm::kTree: {
-      if (op != CollectiveOp::kAllReduce && op != CollectiveOp::kBroadcast) return std::nullopt;
-      // Binary tree in heap order; the double tree's two halves keep every link busy both ways.
-      std::vector<std::pair<int, int>> flows;
-      for (const auto& g : groups) {
-        for (std::size_t i = 1; i < g.size(); ++i) {
-          flows.emplace_back(g[i], g[(i - 1) / 2]);
-          flows.emplace_back(g[(i - 1) / 2], g[i]);
-        }
-      }
-      StepCost step = concurrent(flows);
-      const double depth = std::ceil(std::log2(static_cast<double>(n)));
-      const double passes = op == CollectiveOp::kAllReduce ? 2 : 1;  // reduce up, broadcast down
-      out = CollectiveCost{bytes * passes / step.per_flow_bandwidth + step.latency * (passes * depth),
-                           step.per_flow_bandwidth, false, algorithm};
-      break;
+// Rings that run at the same time (one per node, or one per local GPU index).
+CollectivePlan Network::ring(CollectiveOp op, const std::vector<std::vector<int>>& rings, Bytes bytes) const {
+  CollectivePlan plan;
+  const std::size_t n = largest(rings);
+  if (n <= 1) return plan;
+  Flows flows;
+  for (const auto& r : rings) {
+    if (r.size() <= 1) continue;
+    if (op == CollectiveOp::kSendRecv) {
+      flows.emplace_back(r[0], r[1]);  // one direction: a send is not a ring
+      continue;
     }
-    case Algorithm::kHalvingDoubling: {
-      if (!std::has_single_bit(n) || (!reduce && !gather)) return std::nullopt;
-      std::vector<std::vector<std::pair<int, int>>> steps;
-      std::vector<Bytes> sizes;
-      auto phase = [&](bool halving) {
-        for (std::size_t k = 0; (std::size_t{1} << k) < n; ++k) {
-          // Halving pairs far partners first with half the data; doubling mirrors it.
-          std::size_t level = halving ? k : std::bit_width(n) - 2 - k;
-          std::size_t distance = n >> (level + 1);
-          std::vector<std::pair<int, int>> flows;
-          for (const auto& g : groups) {
-            for (std::size_t i = 0; i < g.size(); ++i) flows.emplace_back(g[i], g[i ^ distance]);
-          }
-          steps.push_back(flows);
-          sizes.push_back(bytes / static_cast<double>(std::size_t{2} << level));
-        }
-      };
-      if (reduce) phase(true);
-      if (gather) phase(false);
-      out = steps_cost(steps, sizes);
-      break;
+    for (std::size_t i = 0; i < r.size(); ++i) flows.emplace_back(r[i], r[(i + 1) % r.size()]);
+  }
+  const double nd = static_cast<double>(n);
+  double steps = nd - 1;
+  Bytes per_rank = bytes * ((nd - 1) / nd);
+  switch (op) {
+    case CollectiveOp::kAllReduce: per_rank = bytes * (2 * (nd - 1) / nd); steps = 2 * (nd - 1); break;
+    case CollectiveOp::kBroadcast: per_rank = bytes; break;  // pipelined chunks along the ring
+    case CollectiveOp::kSendRecv:
+    case CollectiveOp::kRingExchange: per_rank = bytes; steps = 1; break;
+    default: break;
+  }
+  plan.phases.push_back(phase(flows, per_rank, steps));
+  return plan;
+}
+
+std::optional<CollectivePlan> Network::tree(CollectiveOp op, const std::vector<std::vector<int>>& groups, Bytes bytes) const {
+  if (op != CollectiveOp::kAllReduce && op != CollectiveOp::kBroadcast) return std::nullopt;
+  // Binary tree in heap order; the double tree's two halves keep every link busy both ways.
+  Flows flows;
+  for (const auto& g : groups) {
+    for (std::size_t i = 1; i < g.size(); ++i) {
+      flows.emplace_back(g[i], g[(i - 1) / 2]);
+      flows.emplace_back(g[(i - 1) / 2], g[i]);
     }
-    case Algorithm::kDirect: {
-      if (!reduce && !gather && op != CollectiveOp::kAllToAll) return std::nullopt;
-      std::vector<std::pair<int, int>> flows;
+  }
+  const double depth = std::ceil(std::log2(static_cast<double>(largest(groups))));
+  const double passes = op == CollectiveOp::kAllReduce ? 2 : 1;  // reduce up, broadcast down
+  CollectivePlan plan;
+  plan.phases.push_back(phase(flows, bytes * passes, passes * depth));
+  return plan;
+}
+
+std::optional<CollectivePlan> Network::halving_doubling(CollectiveOp op, const std::vector<std::vector<int>>& groups,
+                                                        Bytes bytes) const {
+  const std::size_t n = largest(groups);
+  if (!std::has_single_bit(n) || (!reduces(op) && !gathers(op))) return std::nullopt;
+  CollectivePlan plan;
+  auto run = [&](bool halving) {
+    for (std::size_t k = 0; (std::size_t{1} << k) < n; ++k) {
+      // Halving pairs far partners first with half the data; doubling mirrors it.
+      const std::size_t level = halving ? k : std::bit_width(n) - 2 - k;
+      const std::size_t distance = n >> (level + 1);
+      Flows flows;
       for (const auto& g : groups) {
-        for (int a : g) {
-          for (int b : g) {
-            if (a != b) flows.emplace_back(a, b);
-          }
-        }
+        for (std::size_t i = 0; i < g.size(); ++i) flows.emplace_back(g[i], g[i ^ distance]);
       }
-      const Bytes shard = bytes / static_cast<double>(n);
-      std::vector<std::vector<std::pair<int, int>>> steps;
-      if (reduce || op == CollectiveOp::kAllToAll) steps.push_back(flows);
-      if (gather) steps.push_back(flows);
-      out = steps_cost(steps, std::vector<Bytes>(steps.size(), shard));
-      break;
+      plan.phases.push_back(phase(flows, bytes / static_cast<double>(std::size_t{2} << level), 1));
     }
-    case Algorithm::kNvls: {
-      if (op != CollectiveOp::kAllReduce) return std::nullopt;
+  };
+  if (reduces(op)) run(true);
+  if (gathers(op)) run(false);
+  return plan;
+}
+
+std::optional<CollectivePlan> Network::direct(CollectiveOp op, const std::vector<std::vector<int>>& groups, Bytes bytes) const {
+  if (!reduces(op) && !gathers(op) && op != CollectiveOp::kAllToAll) return std::nullopt;
+  const std::size_t n = largest(groups);
+  const Bytes shard = bytes / static_cast<double>(n);
+  CollectivePlan plan;
+  if (op == CollectiveOp::kAllToAll) {
+    // Pairwise exchange: in step i every rank sends its 1/n share to rank (r + i) mod n.
+    for (std::size_t i = 1; i < n; ++i) {
+      Flows flows;
       for (const auto& g : groups) {
-        for (int gpu : g) {
-          if (!cluster_->nvls() || cluster_->node_of(gpu) != cluster_->node_of(g.front())) return std::nullopt;
-        }
+        for (std::size_t r = 0; r < g.size(); ++r) flows.emplace_back(g[r], g[(r + i) % g.size()]);
       }
+      plan.phases.push_back(phase(flows, shard, 1));
+    }
+    return plan;
+  }
+  Flows flows;
+  for (const auto& g : groups) {
+    for (int a : g) {
+      for (int b : g) {
+        if (a != b) flows.emplace_back(a, b);
+      }
+    }
+  }
+  if (reduces(op)) plan.phases.push_back(phase(flows, shard, 1));
+  if (gathers(op)) plan.phases.push_back(phase(flows, shard, 1));
+  return plan;
+}
+
+std::optional<CollectivePlan> Network::nvls(CollectiveOp op, const std::vector<std::vector<int>>& groups, Bytes bytes) const {
+  if (op != CollectiveOp::kAllReduce || !cluster_->nvls()) return std::nullopt;
+  Flows flows;
+  for (const auto& g : groups) {
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      if (cluster_->node_of(g[i]) != cluster_->node_of(g.front())) return std::nullopt;
       // Each GPU writes its buffer into the switch, which reduces, and reads the result back.
-      std::vector<std::pair<int, int>> flows;
-      for (const auto& g : groups) {
-        for (std::size_t i = 0; i < g.size(); ++i) flows.emplace_back(g[i], g[(i + 1) % g.size()]);
-      }
-      StepCost step = concurrent(flows);
-      out = CollectiveCost{bytes / step.per_flow_bandwidth + step.latency * 2.0, step.per_flow_bandwidth, false, algorithm};
-      break;
+      flows.emplace_back(g[i], g[(i + 1) % g.size()]);
     }
-    case Algorithm::kAuto:
-      return best_flat(op, groups, bytes, algorithm);
+  }
+  CollectivePlan plan;
+  plan.phases.push_back(phase(flows, bytes, 2));
+  return plan;
+}
+
+std::optional<CollectivePlan> Network::sharp(CollectiveOp op, const std::vector<std::vector<int>>& groups, Bytes bytes) const {
+  if (op != CollectiveOp::kAllReduce || !cluster_->sharp()) return std::nullopt;
+  Flows flows;
+  for (const auto& g : groups) {
+    std::set<int> nodes;
+    for (int gpu : g) nodes.insert(cluster_->node_of(gpu));
+    if (nodes.size() != g.size() || g.size() < 2) return std::nullopt;  // one member per node
+    // The switch that joins the group is the top of a route between its
+    // farthest members (the middle of a symmetric fat-tree path).
+    const topo::Route& across = route(g.front(), g.back());
+    if (across.links.size() < 2) return std::nullopt;
+    const int top = topo::Cluster::switch_endpoint(
+        cluster_->links()[static_cast<std::size_t>(across.links[across.links.size() / 2 - 1])].to);
+    for (int gpu : g) {
+      flows.emplace_back(gpu, top);
+      flows.emplace_back(top, gpu);
+    }
+  }
+  CollectivePlan plan;
+  plan.phases.push_back(phase(flows, bytes, 2));  // up and down, pipelined
+  return plan;
+}
+
+std::optional<CollectivePlan> Network::parameter_server(CollectiveOp op, const std::vector<int>& group, Bytes bytes) const {
+  if (op != CollectiveOp::kAllReduce) return std::nullopt;
+  std::set<int> nodes;
+  for (int gpu : group) nodes.insert(cluster_->node_of(gpu));
+  const Bytes shard = bytes / static_cast<double>(nodes.size());
+  Flows push, pull;
+  for (int gpu : group) {
+    for (int node : nodes) {
+      push.emplace_back(gpu, cluster_->host_endpoint(node));
+      pull.emplace_back(cluster_->host_endpoint(node), gpu);
+    }
+  }
+  CollectivePlan plan;
+  plan.phases.push_back(phase(push, shard, 1));
+  plan.phases.push_back(phase(pull, shard, 1));
+  return plan;
+}
+
+std::optional<CollectivePlan> Network::reduce_broadcast(CollectiveOp op, const std::vector<int>& group, Bytes bytes) const {
+  if (op != CollectiveOp::kAllReduce && op != CollectiveOp::kBroadcast) return std::nullopt;
+  const int root = group.front();
+  Flows to_root, from_root;
+  for (std::size_t i = 1; i < group.size(); ++i) {
+    to_root.emplace_back(group[i], root);
+    from_root.emplace_back(root, group[i]);
+  }
+  CollectivePlan plan;
+  if (op == CollectiveOp::kAllReduce) plan.phases.push_back(phase(to_root, bytes, 1));
+  plan.phases.push_back(phase(from_root, bytes, 1));
+  return plan;
+}
+
+std::optional<CollectivePlan> Network::flat(CollectiveOp op, const std::vector<std::vector<int>>& groups, Bytes bytes,
+                                            Algorithm algorithm) const {
+  std::optional<CollectivePlan> out;
+  switch (algorithm) {
+    case Algorithm::kRing: out = ring(op, groups, bytes); break;
+    case Algorithm::kTree: out = tree(op, groups, bytes); break;
+    case Algorithm::kHalvingDoubling: out = halving_doubling(op, groups, bytes); break;
+    case Algorithm::kDirect: out = direct(op, groups, bytes); break;
+    case Algorithm::kNvls: out = nvls(op, groups, bytes); break;
+    case Algorithm::kSharp: out = sharp(op, groups, bytes); break;
+    case Algorithm::kParameterServer:
+    case Algorithm::kReduceBroadcast:
+    case Algorithm::kAuto: return std::nullopt;  // whole-group algorithms: simple_plan
   }
   if (out) out->algorithm = algorithm;
   return out;
 }
 
-CollectiveCost Network::best_flat(CollectiveOp op, const std::vector<std::vector<int>>& groups, Bytes bytes,
-                                  Algorithm algorithm) const {
-  if (algorithm != Algorithm::kAuto) {
-    if (auto c = flat(op, groups, bytes, algorithm)) return *c;
-    return *flat(op, groups, bytes, Algorithm::kRing);  // ring applies to every collective
+std::optional<CollectivePlan> Network::simple_plan(CollectiveOp op, std::span<const int> gpus, Bytes bytes,
+                                                   Algorithm algorithm) const {
+  const std::vector<int> group(gpus.begin(), gpus.end());
+  if (op == CollectiveOp::kSendRecv) return ring(op, {{group[0], group[1]}}, bytes);
+  if (op == CollectiveOp::kRingExchange) return ring(op, {group}, bytes);
+  if (op == CollectiveOp::kAllToAll) return direct(op, {group}, bytes);
+  std::optional<CollectivePlan> out;
+  if (algorithm == Algorithm::kParameterServer) out = parameter_server(op, group, bytes);
+  if (algorithm == Algorithm::kReduceBroadcast) out = reduce_broadcast(op, group, bytes);
+  if (algorithm == Algorithm::kParameterServer || algorithm == Algorithm::kReduceBroadcast) {
+    if (out) out->algorithm = algorithm;
+    return out;
   }
-  // Auto chooses among the algorithms NCCL implements; halving-doubling and
-  // direct (MPI libraries' choices) are taken only when asked for by name.
-  CollectiveCost best = *flat(op, groups, bytes, Algorithm::kRing);
-  for (Algorithm a : {Algorithm::kTree, Algorithm::kNvls}) {
-    auto c = flat(op, groups, bytes, a);
-    if (c && c->time < best.time) best = *c;
+
+  std::map<int, std::vector<int>> by_node;
+  for (int gpu : gpus) by_node[cluster_->node_of(gpu)].push_back(gpu);
+  const std::size_t per_node = by_node.begin()->second.size();
+  const bool balanced = std::all_of(by_node.begin(), by_node.end(), [&](const auto& kv) { return kv.second.size() == per_node; });
+  if (by_node.size() == 1 || per_node == 1 || !balanced || op == CollectiveOp::kBroadcast) {
+    return flat(op, {group}, bytes, algorithm);
   }
-  return best;
+  std::vector<std::vector<int>> intra, inter(per_node);
+  for (const auto& [node, members] : by_node) {
+    intra.push_back(members);
+    for (std::size_t j = 0; j < per_node; ++j) inter[j].push_back(members[j]);
+  }
+  // Across nodes the k parallel groups run the algorithm; inside nodes it runs
+  // where it applies (NVLS and SHARP reduce whole buffers: rings there).
+  auto across = flat(op, inter, bytes / static_cast<double>(per_node), algorithm);
+  if (!across) return std::nullopt;
+  auto inside = [&](CollectiveOp step) {
+    auto p = flat(step, intra, bytes, algorithm);
+    return p ? *p : ring(step, intra, bytes);
+  };
+  CollectivePlan plan;
+  plan.algorithm = algorithm;
+  plan.hierarchical = true;
+  auto append = [&](const CollectivePlan& part) { plan.phases.insert(plan.phases.end(), part.phases.begin(), part.phases.end()); };
+  if (op != CollectiveOp::kAllGather) append(inside(CollectiveOp::kReduceScatter));
+  append(*across);
+  if (op != CollectiveOp::kReduceScatter) append(inside(CollectiveOp::kAllGather));
+  return plan;
 }
 
 }  // namespace dtsim::net

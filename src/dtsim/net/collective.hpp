@@ -1,13 +1,17 @@
 #pragma once
-/// Analytic cost of collectives on the cluster's fabric. A collective is
-/// expressed as steps of concurrent point-to-point flows between GPUs; each
-/// flow is routed over the fabric, flows that share a link split it evenly,
-/// and a step takes (bytes per flow / slowest flow's bandwidth) + the longest
-/// route's latency. Ring all-reduce over n GPUs is thus the textbook
-///   2(n-1)/n * S / B + 2(n-1) * latency.
+/// Collectives on the cluster's fabric. A collective becomes a plan: phases of
+/// concurrent point-to-point flows between endpoints, each flow routed over
+/// the fabric. Every flow of a phase carries the same bytes; a link carrying
+/// k of them carries k times that. The analytic cost of a phase is
+///   latency + bytes per flow · max over its links (k / capacity),
+/// the time its busiest link needs; the engine's flow-level mode runs the same
+/// phases through max-min sharing with whatever else is on the links
+/// (sim::replay, net::SharedLinks), so on an idle fabric both agree.
+/// Ring all-reduce over n GPUs is thus the textbook
+///   2(n-1)/n · S / B + 2(n-1) · latency.
 /// A group that spans nodes with several GPUs per node runs hierarchically:
-/// intra-node reduce-scatter, inter-node ring all-reduce of S/k in k parallel
-/// rings (one per local GPU index), intra-node all-gather.
+/// intra-node reduce-scatter, inter-node all-reduce of S/k in k parallel
+/// groups (one per local GPU index), intra-node all-gather.
 #include <map>
 #include <optional>
 #include <span>
@@ -26,22 +30,39 @@ std::string_view to_string(CollectiveOp op);
 std::optional<CollectiveOp> parse_collective_op(std::string_view text);
 
 /// How a collective moves its data. kAuto takes the fastest of the ones NCCL
-/// implements (ring, tree, nvls) that applies, as NCCL's own cost model does.
+/// implements (ring, tree, nvls, sharp) that applies, over every protocol.
 ///  - ring: n-1 (x2 for all-reduce) neighbour steps, bandwidth-optimal;
 ///  - tree: double binary tree, pipelined: 2·S/B but only 2·log2(n) latencies;
 ///  - halving_doubling: recursive halving then doubling (Rabenseifner), n a power of two;
 ///  - direct: every rank exchanges its shards with every other at once;
 ///  - nvls: NVLink SHARP, the NVSwitch reduces: each GPU sends and receives S once
-///    (all-reduce inside one node whose intra_node says "nvls": true).
-enum class Algorithm { kAuto, kRing, kTree, kHalvingDoubling, kDirect, kNvls };
+///    (all-reduce inside one node whose intra_node says "nvls": true);
+///  - sharp: InfiniBand SHARP (NCCL's CollNet), the switch reduces the
+///    inter-node part: each member sends its shard up once and receives the
+///    sum (inter_node says "sharp": true);
+///  - ps: parameter-server push/pull: every GPU pushes S/h to each of the h
+///    host CPUs of the nodes it spans, which sum and send it back;
+///  - reduce_broadcast: reduce onto the group's first GPU, then broadcast from
+///    it (TensorFlow's ReductionToOneDevice): the root's links carry (n-1)·S.
+enum class Algorithm { kAuto, kRing, kTree, kHalvingDoubling, kDirect, kNvls, kSharp, kParameterServer, kReduceBroadcast };
 std::string_view to_string(Algorithm algorithm);
 std::optional<Algorithm> parse_algorithm(std::string_view text);
+/// "auto, ring, tree, ..." for error messages and help.
+std::string_view algorithm_names();
+
+/// NCCL's protocols. Simple moves data in large chunks behind memory fences;
+/// LL (low latency) sends 4 bytes of data with a 4-byte flag and no fence;
+/// LL128 sends 120 bytes of data with an 8-byte flag per 128-byte line.
+enum class Protocol { kAuto, kSimple, kLl, kLl128 };
+std::string_view to_string(Protocol protocol);
+std::optional<Protocol> parse_protocol(std::string_view text);
 
 struct NetworkOptions {
   /// Multiplies every link's bus efficiency (the cluster file's
   /// `bus_efficiency`, 0.8 by default); 1 leaves them as stated.
   double efficiency_scale = 1.0;
   Algorithm algorithm = Algorithm::kAuto;
+  Protocol protocol = Protocol::kAuto;
   /// What-if multipliers: bandwidth of links inside nodes (NVLink, PCIe) and
   /// between them (network), and every link's latency.
   double intra_bandwidth_scale = 1.0;
@@ -53,51 +74,91 @@ struct NetworkOptions {
   std::map<std::pair<CollectiveOp, int>, core::LinearFit> measured;
 };
 
+/// Concurrent flows that start together and end together (one step of a ring
+/// runs in lock-step, so the slowest flow paces all of them).
+struct FlowPhase {
+  core::Seconds latency;        ///< paid before the bytes move
+  core::Bytes bytes_per_flow;   ///< on the wire: the protocol's flags included
+  /// (link id, flows of this phase on it)
+  std::vector<std::pair<int, int>> flows_on_link;
+  /// Share of the uncontended rate the phase can use: NCCL runs fewer channels
+  /// (thread blocks) for small buffers, each with its own throughput.
+  double rate_fraction = 1.0;
+};
+
+struct CollectivePlan {
+  std::vector<FlowPhase> phases;  ///< in order; empty with `fixed`
+  std::optional<core::Seconds> fixed;  ///< a measured fit: no links modelled
+  Algorithm algorithm = Algorithm::kRing;  ///< the one used (never kAuto)
+  Protocol protocol = Protocol::kSimple;   ///< the one used (never kAuto)
+  int channels = 1;
+  bool hierarchical = false;
+  bool measured = false;  ///< `fixed` comes from NetworkOptions::measured
+};
+
 struct CollectiveCost {
   core::Seconds time;
-  core::BytesPerSecond bus_bandwidth;  ///< slowest flow's share of its links, efficiency applied
   bool hierarchical = false;
   Algorithm algorithm = Algorithm::kRing;  ///< the one used (never kAuto)
-  bool measured = false;                   ///< costed from NetworkOptions::measured
+  Protocol protocol = Protocol::kSimple;
+  int channels = 1;
+  bool measured = false;  ///< costed from NetworkOptions::measured
 };
 
 /// Not thread-safe: it caches routes. Give each thread its own.
 class Network {
  public:
-  Network(const topo::Cluster& cluster, NetworkOptions options) : cluster_(&cluster), options_(options) {}
+  Network(const topo::Cluster& cluster, NetworkOptions options);
 
   /// `gpus` in ring order; `bytes` is the full buffer (all-reduce and
   /// reduce-scatter input, all-gather output, the message of a send). Uses
-  /// the options' algorithm.
+  /// the options' algorithm and protocol.
+  [[nodiscard]] CollectivePlan plan(CollectiveOp op, std::span<const int> gpus, core::Bytes bytes) const;
+  [[nodiscard]] CollectivePlan plan(CollectiveOp op, std::span<const int> gpus, core::Bytes bytes, Algorithm algorithm,
+                                    Protocol protocol) const;
   [[nodiscard]] CollectiveCost cost(CollectiveOp op, std::span<const int> gpus, core::Bytes bytes) const;
   [[nodiscard]] CollectiveCost cost(CollectiveOp op, std::span<const int> gpus, core::Bytes bytes,
                                     Algorithm algorithm) const;
-  /// Bytes each link carries for one collective, counted as if it ran as a
-  /// ring over the group (every algorithm here moves about that much).
+  /// The analytic time of a plan on an idle fabric.
+  [[nodiscard]] core::Seconds time(const CollectivePlan& plan) const;
+  [[nodiscard]] core::Seconds time(const FlowPhase& phase) const;
+  /// Bytes each link carries for one collective, as planned.
   [[nodiscard]] std::vector<std::pair<int, core::Bytes>> link_traffic(CollectiveOp op, std::span<const int> gpus,
                                                                       core::Bytes bytes) const;
+  /// Each link's capacity in bytes per second: its rate times its bus
+  /// efficiency and the what-if scales (the same for both costing modes).
+  [[nodiscard]] const std::vector<double>& link_capacity() const { return capacity_; }
   [[nodiscard]] const topo::Cluster& cluster() const { return *cluster_; }
   [[nodiscard]] const NetworkOptions& options() const { return options_; }
 
  private:
-  struct StepCost {
-    core::BytesPerSecond per_flow_bandwidth;
-    core::Seconds latency;
-  };
-  StepCost concurrent(const std::vector<std::pair<int, int>>& flows) const;
+  using Flows = std::vector<std::pair<int, int>>;  ///< (from, to) route endpoints
   const topo::Route& route(int from, int to) const;
-  CollectiveCost flat_ring(CollectiveOp op, const std::vector<std::vector<int>>& rings, core::Bytes bytes) const;
-  /// One level (no node hierarchy) with the given algorithm, for several groups at once;
-  /// nullopt when the algorithm does not apply.
-  std::optional<CollectiveCost> flat(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes,
+  /// One phase of equal flows; `steps` latencies of the slowest route.
+  FlowPhase phase(const Flows& flows, core::Bytes bytes_per_flow, double steps) const;
+  CollectivePlan ring(CollectiveOp op, const std::vector<std::vector<int>>& rings, core::Bytes bytes) const;
+  /// One level (no node hierarchy) with the given algorithm, for several
+  /// groups at once, Simple protocol; nullopt when the algorithm does not apply.
+  std::optional<CollectivePlan> flat(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes,
                                      Algorithm algorithm) const;
-  std::optional<CollectiveCost> steps_cost(const std::vector<std::vector<std::pair<int, int>>>& steps,
-                                           const std::vector<core::Bytes>& bytes_per_step) const;
-  CollectiveCost best_flat(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes,
-                           Algorithm algorithm) const;
+  std::optional<CollectivePlan> tree(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes) const;
+  std::optional<CollectivePlan> halving_doubling(CollectiveOp op, const std::vector<std::vector<int>>& groups,
+                                                 core::Bytes bytes) const;
+  std::optional<CollectivePlan> direct(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes) const;
+  std::optional<CollectivePlan> nvls(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes) const;
+  std::optional<CollectivePlan> sharp(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes) const;
+  std::optional<CollectivePlan> parameter_server(CollectiveOp op, const std::vector<int>& group, core::Bytes bytes) const;
+  std::optional<CollectivePlan> reduce_broadcast(CollectiveOp op, const std::vector<int>& group, core::Bytes bytes) const;
+  /// Whole plan (hierarchy included) for one algorithm with the Simple protocol.
+  std::optional<CollectivePlan> simple_plan(CollectiveOp op, std::span<const int> gpus, core::Bytes bytes,
+                                            Algorithm algorithm) const;
+  /// Rewrites a Simple plan for another protocol and channel count.
+  CollectivePlan with_protocol(CollectivePlan plan, CollectiveOp op, std::span<const int> gpus, core::Bytes bytes,
+                               Protocol protocol) const;
 
   const topo::Cluster* cluster_;
   NetworkOptions options_;
+  std::vector<double> capacity_;
   mutable std::map<std::pair<int, int>, topo::Route> routes_;
 };
 

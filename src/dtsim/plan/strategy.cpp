@@ -59,7 +59,7 @@ void megatron_layout(Strategy& s, const model::Graph& graph, const topo::Cluster
 
 }  // namespace
 
-std::string_view strategy_keys() { return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps, p2p_overlap, collective"; }
+std::string_view strategy_keys() { return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps, p2p_overlap, collective, protocol"; }
 
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> table = {
@@ -158,11 +158,18 @@ Strategy parse_strategy(std::string_view text) {
       else if (value == "full") s.recompute = Recompute::kFull;
       else fail(key, fmt::format("expected none, selective or full, got \"{}\"", value));
     } else if (key == "collective") {
-      const std::set<std::string_view> valid{"auto", "ring", "tree", "halving_doubling", "direct", "nvls"};
+      const std::set<std::string_view> valid{"auto", "ring", "tree", "halving_doubling", "direct",
+                                             "nvls", "sharp", "ps", "reduce_broadcast"};
       if (!valid.count(value)) {
-        fail(key, fmt::format("expected auto, ring, tree, halving_doubling, direct or nvls, got \"{}\"", value));
+        fail(key, fmt::format("expected auto, ring, tree, halving_doubling, direct, nvls, sharp, ps or "
+                              "reduce_broadcast, got \"{}\"", value));
       }
       s.collective = std::string(value);
+    } else if (key == "protocol") {
+      if (value != "auto" && value != "simple" && value != "ll" && value != "ll128") {
+        fail(key, fmt::format("expected auto, simple, ll or ll128, got \"{}\"", value));
+      }
+      s.protocol = std::string(value);
     } else if (key == "attention") {
       if (value != "flash" && value != "standard") fail(key, fmt::format("expected flash or standard, got \"{}\"", value));
       s.flash_attention = value == "flash";

@@ -46,7 +46,8 @@ struct Strategy {
   int ps = 0;
   bool sync = false;  ///< with ps: workers wait for each other every step (else asynchronous)
   int steps = 8;      ///< with ps: steps each worker runs, to see staleness settle
-  std::string collective = "auto";  ///< collective algorithm: auto, ring, tree, halving_doubling, direct, nvls
+  std::string collective = "auto";  ///< collective algorithm (net::parse_algorithm's names)
+  std::string protocol = "auto";    ///< NCCL protocol: auto, simple, ll, ll128
   bool megatron_layout = false;  ///< the `megatron` preset: tp and pp chosen from the cluster's shape
   bool torus_only = false;       ///< the `tpu` preset: only on a torus cluster
 };

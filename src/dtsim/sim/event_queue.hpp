@@ -18,7 +18,11 @@ class EventQueue {
     std::uint32_t payload;
   };
 
-  void schedule(core::Nanoseconds time, std::uint32_t payload) { heap_.push({time, next_sequence_++, payload}); }
+  /// Returns the event's sequence number (a later schedule has a larger one).
+  std::uint64_t schedule(core::Nanoseconds time, std::uint32_t payload) {
+    heap_.push({time, next_sequence_, payload});
+    return next_sequence_++;
+  }
   [[nodiscard]] bool empty() const { return heap_.empty(); }
   Event pop() {
     Event e = heap_.top();

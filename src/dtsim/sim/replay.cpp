@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <unordered_map>
 
+#include "dtsim/net/shared_links.hpp"
 #include "dtsim/sim/event_queue.hpp"
 
 namespace dtsim::sim {
@@ -14,10 +16,15 @@ using core::Nanoseconds;
 using plan::Task;
 using plan::TaskKind;
 
+// Event payloads with this bit set belong to a transfer (flow-level mode), not a task.
+constexpr std::uint32_t kTransferEvent = 1u << 31;
+
+bool reverse_direction(const Task& t) { return t.phase == plan::Phase::kBackward || t.phase == plan::Phase::kPull; }
 
 class Replay {
  public:
-  Replay(const plan::TaskGraph& graph, const TaskCosts& costs) : g_(graph), costs_(costs) {
+  Replay(const plan::TaskGraph& graph, const TaskCosts& costs)
+      : g_(graph), costs_(costs), flow_(!costs.call_plan.empty()), links_(costs.link_capacity) {
     const std::size_t n = graph.tasks.size();
     timeline_.spans.assign(n, {});
     remaining_.assign(n, 0);
@@ -53,7 +60,11 @@ class Replay {
     while (!queue_.empty()) {
       EventQueue::Event e = queue_.pop();
       now_ = e.time;
-      finish(e.payload);
+      if (e.payload & kTransferEvent) {
+        on_transfer_event(e.payload & ~kTransferEvent, e.sequence);
+      } else {
+        finish(e.payload);
+      }
     }
     for (const plan::TaskSpan& span : timeline_.spans) {
       if (span.end.count < 0) throw std::logic_error("replay deadlocked: a task never ran (inconsistent TaskGraph)");
@@ -102,7 +113,7 @@ class Replay {
     if (server.busy || server.next >= server.waiting.size()) return;
     server.busy = true;
     std::uint32_t id = server.waiting[server.next++];
-    start(id, costs_.call[static_cast<std::size_t>(g_.tasks[id].payload)]);
+    start_communication({id});
   }
 
   std::size_t stream_of(const Task& t) const {
@@ -151,15 +162,122 @@ class Replay {
     Rendezvous& rv = rendezvous_[key];
     rv.tasks.push_back(id);
     if (++rv.arrived < members_[static_cast<std::size_t>(group)]) return;
-    for (std::uint32_t member : rv.tasks) start(member, costs_.call[static_cast<std::size_t>(g_.tasks[member].payload)]);
+    std::vector<std::uint32_t> members = std::move(rv.tasks);
     rendezvous_.erase(key);
+    start_communication(std::move(members));
   }
 
   void start(std::uint32_t id, Nanoseconds duration) {
+    mark_started(id);
+    queue_.schedule(now_ + duration, id);
+  }
+
+  void mark_started(std::uint32_t id) {
     const Task& t = g_.tasks[id];
     timeline_.spans[id].start = now_;
     if (t.alloc_at_start.value() > 0) change_memory(t, t.alloc_at_start);
-    queue_.schedule(now_ + duration, id);
+  }
+
+  // The members' tasks of one collective (or one server transfer) start now.
+  void start_communication(std::vector<std::uint32_t> members) {
+    const Task& first = g_.tasks[members.front()];
+    const auto call = static_cast<std::size_t>(first.payload);
+    if (!flow_) {
+      for (std::uint32_t member : members) start(member, costs_.call[call]);
+      return;
+    }
+    for (std::uint32_t member : members) mark_started(member);
+    std::uint32_t slot;
+    if (!free_transfers_.empty()) {
+      slot = free_transfers_.back();
+      free_transfers_.pop_back();
+    } else {
+      slot = static_cast<std::uint32_t>(transfers_.size());
+      transfers_.emplace_back();
+    }
+    Transfer& x = transfers_[slot];
+    x.tasks = std::move(members);
+    const bool reverse = g_.calls[call].op == plan::CommOp::kSendRecv && reverse_direction(first);
+    x.plan = reverse ? &costs_.reverse_plan[call] : &costs_.call_plan[call];
+    x.phase = 0;
+    x.activity = -1;
+    begin_phase(slot);
+  }
+
+  // Flow-level mode: a transfer pays each phase's latency, then moves its
+  // bytes as an activity of the shared links; then the next phase.
+  struct Transfer {
+    std::vector<std::uint32_t> tasks;
+    const net::CollectivePlan* plan = nullptr;
+    std::size_t phase = 0;
+    int activity = -1;       ///< in links_, while its bytes move
+    std::uint64_t event = 0; ///< the sequence of its one valid event
+    bool moving = false;
+  };
+
+  void begin_phase(std::uint32_t slot) {
+    Transfer& x = transfers_[slot];
+    x.moving = false;
+    if (x.plan->fixed) {
+      if (x.phase++ == 0) {
+        x.event = queue_.schedule(now_ + core::to_nanoseconds(*x.plan->fixed), kTransferEvent | slot);
+        return;
+      }
+    } else if (x.phase < x.plan->phases.size()) {
+      x.event = queue_.schedule(now_ + core::to_nanoseconds(x.plan->phases[x.phase].latency), kTransferEvent | slot);
+      return;
+    }
+    complete(slot);
+  }
+
+  void on_transfer_event(std::uint32_t slot, std::uint64_t sequence) {
+    Transfer& x = transfers_[slot];
+    if (x.tasks.empty() || sequence != x.event) return;  // superseded by a reschedule
+    const double now_s = static_cast<double>(now_.count) * 1e-9;
+    if (x.plan->fixed) {
+      begin_phase(slot);
+      return;
+    }
+    const net::FlowPhase& phase = x.plan->phases[x.phase];
+    if (!x.moving) {
+      double cap = std::numeric_limits<double>::infinity();
+      if (phase.rate_fraction < 1) {
+        double uncontended = cap;
+        for (auto [link, flows] : phase.flows_on_link) {
+          uncontended = std::min(uncontended, costs_.link_capacity[static_cast<std::size_t>(link)] / flows);
+        }
+        cap = uncontended * phase.rate_fraction;
+      }
+      x.moving = true;
+      x.activity = links_.add(now_s, phase.flows_on_link, phase.bytes_per_flow.value(), cap);
+      if (owner_.size() <= static_cast<std::size_t>(x.activity)) owner_.resize(static_cast<std::size_t>(x.activity) + 1);
+      owner_[static_cast<std::size_t>(x.activity)] = slot;
+      reschedule();
+      return;
+    }
+    links_.remove(now_s, x.activity);
+    x.activity = -1;
+    reschedule();
+    ++x.phase;
+    begin_phase(slot);
+  }
+
+  // The solver changed some activities' rates: move their end events.
+  void reschedule() {
+    for (const net::SharedLinks::Change& c : links_.changed()) {
+      const std::uint32_t slot = owner_[static_cast<std::size_t>(c.id)];
+      const auto end = static_cast<std::int64_t>(std::ceil(c.finish_s * 1e9));
+      transfers_[slot].event = queue_.schedule(Nanoseconds{std::max(end, now_.count)}, kTransferEvent | slot);
+    }
+  }
+
+  void complete(std::uint32_t slot) {
+    std::vector<std::uint32_t> tasks = std::move(transfers_[slot].tasks);
+    transfers_[slot].tasks.clear();
+    free_transfers_.push_back(slot);
+    for (std::uint32_t id : tasks) {
+      queue_.schedule(now_, id);  // through the agenda, in order with everything else at this time
+    }
   }
 
   void finish(std::uint32_t id) {
@@ -195,6 +313,11 @@ class Replay {
 
   const plan::TaskGraph& g_;
   const TaskCosts& costs_;
+  bool flow_;
+  net::SharedLinks links_;
+  std::vector<Transfer> transfers_;
+  std::vector<std::uint32_t> free_transfers_;
+  std::vector<std::uint32_t> owner_;  ///< transfer slot of each links_ activity
   plan::Timeline timeline_;
   EventQueue queue_;
   Nanoseconds now_{0};
@@ -223,7 +346,8 @@ net::CollectiveOp to_net(plan::CommOp op) {
   return net::CollectiveOp::kAllReduce;
 }
 
-TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_model, const net::Network& network) {
+TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_model, const net::Network& network,
+                     NetworkMode mode) {
   TaskCosts costs;
   costs.concurrent_streams = cost_model.device().concurrent_streams;
   costs.kernel.reserve(graph.kernels.size());
@@ -245,8 +369,19 @@ TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_mod
   for (const plan::CommCall& c : graph.calls) {
     std::vector<int> gpus;
     for (int r : graph.groups[static_cast<std::size_t>(c.group)].ranks) gpus.push_back(graph.gpu_of_rank[static_cast<std::size_t>(r)]);
-    costs.call.push_back(core::to_nanoseconds(network.cost(to_net(c.op), gpus, c.bytes).time));
+    net::CollectivePlan plan = network.plan(to_net(c.op), gpus, c.bytes);
+    costs.call.push_back(core::to_nanoseconds(network.time(plan)));
+    if (mode == NetworkMode::kFlow) {
+      if (c.op == plan::CommOp::kSendRecv) {
+        std::reverse(gpus.begin(), gpus.end());
+        costs.reverse_plan.push_back(network.plan(to_net(c.op), gpus, c.bytes));
+      } else {
+        costs.reverse_plan.emplace_back();
+      }
+      costs.call_plan.push_back(std::move(plan));
+    }
   }
+  if (mode == NetworkMode::kFlow) costs.link_capacity = network.link_capacity();
   return costs;
 }
 

@@ -30,9 +30,20 @@ struct TaskCosts {
   /// Per kernel, the share of its time each model::OpKind takes (sums to 1;
   /// all zero for an empty kernel): the critical path splits compute by it.
   std::vector<std::array<double, model::kOpKindCount>> kernel_op_share{};
+  /// Flow-level network (empty: each call lasts `call`, the analytic cost):
+  /// per call the plan whose phases share links max-min fairly with whatever
+  /// else is in flight. A send's plan runs from group member 0 to member 1,
+  /// its `reverse_plan` (backward gradients, parameter pulls) the other way.
+  std::vector<net::CollectivePlan> call_plan{};
+  std::vector<net::CollectivePlan> reverse_plan{};
+  std::vector<double> link_capacity{};  ///< bytes per second (net::Network::link_capacity)
 };
 
-TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_model, const net::Network& network);
+/// How the replay costs communication.
+enum class NetworkMode { kAnalytic, kFlow };
+
+TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_model, const net::Network& network,
+                     NetworkMode mode = NetworkMode::kAnalytic);
 
 plan::Timeline replay(const plan::TaskGraph& graph, const TaskCosts& costs);
 

@@ -47,6 +47,7 @@ std::string Cluster::link_name(int link) const {
 void Cluster::set_host_vertex(int node, VertexId vertex) { host_vertex_.at(static_cast<std::size_t>(node)) = vertex; }
 
 VertexId Cluster::endpoint_vertex(int endpoint) const {
+  if (endpoint < 0) return static_cast<VertexId>(-1 - endpoint);
   if (endpoint < gpu_count()) return gpu_vertex_.at(static_cast<std::size_t>(endpoint));
   return host_vertex_.at(static_cast<std::size_t>(endpoint - gpu_count()));
 }

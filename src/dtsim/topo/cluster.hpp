@@ -53,6 +53,10 @@ class Cluster {
     int gpus_per_node = 1;
     bool torus = false;  ///< chips linked to their neighbours (TPU), no switch
     bool nvls = false;   ///< the NVSwitches reduce in the switch (NVLink SHARP, Hopper and later)
+    bool sharp = false;  ///< the network switches reduce (InfiniBand SHARP)
+    /// NCCL's channels (one thread block each) for a large collective; small
+    /// buffers use fewer, which caps their bandwidth.
+    int channels = 16;
   };
 
   explicit Cluster(Shape shape);
@@ -73,6 +77,9 @@ class Cluster {
   [[nodiscard]] int nodes() const { return shape_.nodes; }
   [[nodiscard]] bool torus() const { return shape_.torus; }
   [[nodiscard]] bool nvls() const { return shape_.nvls; }
+  [[nodiscard]] bool sharp() const { return shape_.sharp; }
+  void set_sharp(bool sharp) { shape_.sharp = sharp; }
+  [[nodiscard]] int channels() const { return shape_.channels; }
   [[nodiscard]] int gpus_per_node() const { return shape_.gpus_per_node; }
   [[nodiscard]] int gpu_count() const { return shape_.nodes * shape_.gpus_per_node; }
   [[nodiscard]] int node_of(int gpu) const { return gpu / shape_.gpus_per_node; }
@@ -81,12 +88,15 @@ class Cluster {
   /// "node0.gpu3 -> node0.nvswitch".
   [[nodiscard]] std::string link_name(int link) const;
 
-  /// Endpoints of routes: GPUs are 0..gpu_count()-1, and the host CPU of
-  /// node n is gpu_count() + n (where parameter servers live).
+  /// Endpoints of routes: GPUs are 0..gpu_count()-1, the host CPU of node n
+  /// is gpu_count() + n (where parameter servers live), and a switch that
+  /// takes part in a collective (SHARP) is switch_endpoint(vertex) < 0.
   [[nodiscard]] int host_endpoint(int node) const { return gpu_count() + node; }
   [[nodiscard]] int node_of_endpoint(int endpoint) const {
+    if (endpoint < 0) return (*fabric_)[endpoint_vertex(endpoint)].node;
     return endpoint >= gpu_count() ? endpoint - gpu_count() : node_of(endpoint);
   }
+  [[nodiscard]] static int switch_endpoint(VertexId vertex) { return -1 - static_cast<int>(vertex); }
 
   /// Fewest-hop route between two endpoints (breadth-first search over the fabric).
   [[nodiscard]] Route route(int from, int to) const;

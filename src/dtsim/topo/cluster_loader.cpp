@@ -165,6 +165,10 @@ Cluster build_cluster(const nlohmann::json& document, const std::string& file, c
   shape.nodes = static_cast<int>(r.count("nodes"));
   if (options.nodes) shape.nodes = *options.nodes;
   shape.gpus_per_node = static_cast<int>(r.count("gpus_per_node"));
+  shape.channels = static_cast<int>(r.count_or("channels", shape.channels));
+  if (shape.channels < 1 || shape.channels > 64) {
+    r.fail("channels", fmt::format("expected NCCL's channel count, 1 to 64, got {}", shape.channels));
+  }
 
   HostLink pcie{device->pcie_bandwidth, Seconds(1e-6)};
   if (auto p = r.optional_object("pcie")) {
@@ -180,6 +184,7 @@ Cluster build_cluster(const nlohmann::json& document, const std::string& file, c
 
   auto inter = r.optional_object("inter_node");
   if (inter) {
+    cluster.set_sharp(inter->boolean_or("sharp", false));
     std::vector<std::vector<VertexId>> gpus_by_node(static_cast<std::size_t>(shape.nodes));
     for (VertexId v : boost::make_iterator_range(boost::vertices(cluster.fabric()))) {
       const VertexInfo& info = cluster.fabric()[v];

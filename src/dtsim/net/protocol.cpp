@@ -1,0 +1,174 @@
+// NCCL's protocols and channels applied to a plan, and the automatic choice of
+// algorithm and protocol (the cheapest, as NCCL's own tuner picks it).
+#include <algorithm>
+#include <cmath>
+
+#include "dtsim/net/collective.hpp"
+
+namespace dtsim::net {
+
+using core::Bytes;
+
+namespace {
+
+enum class Medium { kNvLink, kPcie, kNetwork };
+
+// The slowest kind of link a phase crosses.
+Medium medium_of(const FlowPhase& phase, const topo::Cluster& cluster) {
+  Medium m = Medium::kNvLink;
+  for (auto [link, flows] : phase.flows_on_link) {
+    switch (cluster.links()[static_cast<std::size_t>(link)].kind) {
+      case topo::LinkKind::kNetwork: return Medium::kNetwork;
+      case topo::LinkKind::kPcie: m = Medium::kPcie; break;
+      case topo::LinkKind::kNvLink: break;
+    }
+  }
+  return m;
+}
+
+// Per-step latency relative to Simple's, from NCCL's ring hardware latencies
+// (src/graph/tuning.cc, hwLat: NVLink .47/1.9/3.4 us, PCIe 1.0/2.5/5.7 us,
+// network 2.7/4.0/9.6 us for LL/LL128/Simple). dtsim's Simple latency is the
+// route's, from the cluster file; the other protocols scale it.
+double latency_factor(Protocol protocol, Medium medium) {
+  constexpr double kLl[] = {0.47 / 3.4, 1.0 / 5.7, 2.7 / 9.6};
+  constexpr double kLl128[] = {1.9 / 3.4, 2.5 / 5.7, 4.0 / 9.6};
+  const auto i = static_cast<std::size_t>(medium);
+  switch (protocol) {
+    case Protocol::kLl: return kLl[i];
+    case Protocol::kLl128: return kLl128[i];
+    default: return 1.0;
+  }
+}
+
+// Share of Simple's bandwidth each protocol delivers, as NCCL's tuning model
+// states it: LL a quarter for all-reduce or across nodes (half of every
+// 8-byte store is a flag, and polling costs the rest), a third otherwise;
+// LL128 0.92 (120 of 128 bytes are data).
+double bandwidth_factor(Protocol protocol, CollectiveOp op, bool across_nodes) {
+  switch (protocol) {
+    case Protocol::kLl: return across_nodes || op == CollectiveOp::kAllReduce ? 0.25 : 1.0 / 3.0;
+    case Protocol::kLl128: return 0.92;
+    default: return 1.0;
+  }
+}
+
+// NCCL adds a channel only when each gets nthreads · threshold bytes
+// (NCCL_{LL,LL128,SIMPLE}_THREAD_THRESHOLD = 8, 8, 64 bytes per thread,
+// 512 threads; ring LL's threshold grows with the rank count).
+int channels_for(Bytes bytes, Protocol protocol, Algorithm algorithm, std::size_t ranks, int max_channels) {
+  constexpr double kThreads = 512;
+  double per_thread = protocol == Protocol::kSimple ? 64 : 8;
+  if (protocol == Protocol::kLl && algorithm == Algorithm::kRing) per_thread *= static_cast<double>(ranks);
+  const double fit = std::floor(bytes.value() / (kThreads * per_thread));
+  return static_cast<int>(std::clamp(fit, 1.0, static_cast<double>(max_channels)));
+}
+
+}  // namespace
+
+std::string_view to_string(Protocol protocol) {
+  switch (protocol) {
+    case Protocol::kAuto: return "auto";
+    case Protocol::kSimple: return "simple";
+    case Protocol::kLl: return "ll";
+    case Protocol::kLl128: return "ll128";
+  }
+  return "?";
+}
+
+std::optional<Protocol> parse_protocol(std::string_view text) {
+  for (Protocol p : {Protocol::kAuto, Protocol::kSimple, Protocol::kLl, Protocol::kLl128}) {
+    if (text == to_string(p)) return p;
+  }
+  return std::nullopt;
+}
+
+CollectivePlan Network::with_protocol(CollectivePlan plan, CollectiveOp op, std::span<const int> gpus, Bytes bytes,
+                                      Protocol protocol) const {
+  const int node = cluster_->node_of_endpoint(gpus.front());
+  const bool across_nodes = std::any_of(gpus.begin(), gpus.end(), [&](int g) { return cluster_->node_of_endpoint(g) != node; });
+  const double bandwidth = bandwidth_factor(protocol, op, across_nodes);
+  plan.protocol = protocol;
+  plan.channels = channels_for(bytes, protocol, plan.algorithm, gpus.size(), cluster_->channels());
+  const double rate_fraction = static_cast<double>(plan.channels) / cluster_->channels();
+  for (FlowPhase& phase : plan.phases) {
+    phase.latency = phase.latency * latency_factor(protocol, medium_of(phase, *cluster_));
+    phase.bytes_per_flow = phase.bytes_per_flow / bandwidth;
+    phase.rate_fraction = rate_fraction;
+  }
+  return plan;
+}
+
+CollectivePlan Network::plan(CollectiveOp op, std::span<const int> gpus, Bytes bytes) const {
+  return plan(op, gpus, bytes, options_.algorithm, options_.protocol);
+}
+
+CollectivePlan Network::plan(CollectiveOp op, std::span<const int> gpus, Bytes bytes, Algorithm algorithm,
+                             Protocol protocol) const {
+  CollectivePlan none;
+  if (gpus.size() <= 1 || bytes.value() <= 0) {
+    none.fixed = core::Seconds(0);
+    return none;
+  }
+  if (auto fit = options_.measured.find({op, static_cast<int>(gpus.size())}); fit != options_.measured.end()) {
+    // The fit stands for whatever the library did; scale it as a what-if asks.
+    const int node = cluster_->node_of_endpoint(gpus.front());
+    const bool one_node = std::all_of(gpus.begin(), gpus.end(), [&](int g) { return cluster_->node_of_endpoint(g) == node; });
+    const double scale = one_node ? options_.intra_bandwidth_scale : options_.inter_bandwidth_scale;
+    none.fixed = fit->second.latency * options_.latency_scale + bytes / (fit->second.bandwidth * scale);
+    none.algorithm = algorithm == Algorithm::kAuto ? Algorithm::kRing : algorithm;
+    none.measured = true;
+    return none;
+  }
+  // Auto chooses among what NCCL implements; halving-doubling, direct, ps and
+  // reduce_broadcast (MPI's and TensorFlow's choices) only when named.
+  std::vector<Algorithm> algorithms{algorithm};
+  if (algorithm == Algorithm::kAuto) algorithms = {Algorithm::kRing, Algorithm::kTree, Algorithm::kNvls, Algorithm::kSharp};
+  const bool one_pattern = op == CollectiveOp::kSendRecv || op == CollectiveOp::kRingExchange || op == CollectiveOp::kAllToAll;
+  std::optional<CollectivePlan> best;
+  core::Seconds best_time;
+  for (Algorithm a : algorithms) {
+    auto simple = simple_plan(op, gpus, bytes, a);
+    if (!simple) continue;
+    // LL128 is enabled by default only where every link is NVLink (NCCL
+    // avoids it elsewhere for data-corruption reasons); named, it runs anywhere.
+    const bool nvlink_only = std::all_of(simple->phases.begin(), simple->phases.end(), [&](const FlowPhase& p) {
+      return medium_of(p, *cluster_) == Medium::kNvLink;
+    });
+    std::vector<Protocol> protocols{protocol};
+    if (protocol == Protocol::kAuto) {
+      protocols = {Protocol::kSimple, Protocol::kLl};
+      if (nvlink_only) protocols.push_back(Protocol::kLl128);
+    }
+    for (Protocol p : protocols) {
+      CollectivePlan candidate = with_protocol(*simple, op, gpus, bytes, p);
+      const core::Seconds t = time(candidate);
+      if (!best || t < best_time) {
+        best = std::move(candidate);
+        best_time = t;
+      }
+    }
+    if (one_pattern) break;
+  }
+  if (!best) return plan(op, gpus, bytes, Algorithm::kRing, protocol);  // ring applies to every collective
+  return *best;
+}
+
+CollectiveCost Network::cost(CollectiveOp op, std::span<const int> gpus, Bytes bytes) const {
+  return cost(op, gpus, bytes, options_.algorithm);
+}
+
+CollectiveCost Network::cost(CollectiveOp op, std::span<const int> gpus, Bytes bytes, Algorithm algorithm) const {
+  const CollectivePlan p = plan(op, gpus, bytes, algorithm, options_.protocol);
+  return {time(p), p.hierarchical, p.algorithm, p.protocol, p.channels, p.measured};
+}
+
+std::vector<std::pair<int, Bytes>> Network::link_traffic(CollectiveOp op, std::span<const int> gpus, Bytes bytes) const {
+  std::vector<std::pair<int, Bytes>> out;
+  for (const FlowPhase& phase : plan(op, gpus, bytes).phases) {
+    for (auto [link, flows] : phase.flows_on_link) out.emplace_back(link, phase.bytes_per_flow * static_cast<double>(flows));
+  }
+  return out;
+}
+
+}  // namespace dtsim::net
