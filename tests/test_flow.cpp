@@ -144,3 +144,15 @@ TEST(FlowReplay, DataParallelAndPipelineTrafficShareNics) {
   const double flow = driver::simulate(request).report.step_time.value();
   EXPECT_GT(flow, analytic * 1.0002);
 }
+
+// One rank per stage with its groups' copies on the links predicts what
+// simulating all ranks does.
+TEST(FlowReplay, CopiesOfTheSimulatedGroupsStandForTheOtherRanks) {
+  driver::SimulationRequest request{"gpt3-1.3b", "roce-h100-2to1", "tp=4,pp=2,dp=2,gbs=32,mbs=1", 2, std::nullopt,
+                                    std::nullopt, false, {}, {}};
+  request.network = sim::NetworkMode::kFlow;
+  const double representative = driver::simulate(request).report.step_time.value();
+  request.full = true;
+  const double every_rank = driver::simulate(request).report.step_time.value();
+  EXPECT_NEAR(representative / every_rank, 1.0, 1e-6);
+}

@@ -142,8 +142,7 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
       if (!(v > 0)) throw core::InputError("--worker-speed", "", fmt::format("expected positive speeds, got {}", v));
     }
   }
-  const bool flow = request.network == sim::NetworkMode::kFlow;
-  const bool full = request.full || !request.worker_speed.empty() || flow;
+  const bool full = request.full || !request.worker_speed.empty();
   plan::TaskGraph tasks = strategy.s.ps != 0 ? plan::lower_parameter_server(graph, strategy, cluster)
                                              : plan::lower(graph, strategy, cluster, {full});
   sim::TaskCosts costs = sim::cost_tasks(tasks, cost_model, network, request.network);

@@ -52,7 +52,7 @@ struct SimulationRequest {
   std::vector<double> worker_speed;
   WhatIf what_if;
   /// kFlow shares links among concurrent collectives by max-min fairness
-  /// (implies `full`: every rank's traffic must be on the links).
+  /// (the ranks not simulated put their copies' traffic on the links too).
   sim::NetworkMode network = sim::NetworkMode::kAnalytic;
 };
 

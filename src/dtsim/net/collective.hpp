@@ -160,6 +160,7 @@ class Network {
   NetworkOptions options_;
   std::vector<double> capacity_;
   mutable std::map<std::pair<int, int>, topo::Route> routes_;
+  mutable std::map<int, std::vector<int>> distances_;  ///< hop counts from each source routed so far
 };
 
 }  // namespace dtsim::net

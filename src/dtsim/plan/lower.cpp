@@ -20,7 +20,7 @@ class Lowering {
  public:
   Lowering(const model::Graph& graph, const ResolvedStrategy& r, const LowerOptions& options,
            core::Bytes runtime_allowance)
-      : runtime_allowance_(runtime_allowance), graph_(graph), r_(r), layout_(r.s), virtual_stages_(r.s.pp * r.s.vpp), chunks_(stage_layers(graph, virtual_stages_)),
+      : runtime_allowance_(runtime_allowance), full_(options.full), graph_(graph), r_(r), layout_(r.s), virtual_stages_(r.s.pp * r.s.vpp), chunks_(stage_layers(graph, virtual_stages_)),
         steps_(graph, r, tg_.kernels) {
     tg_.world = r.world;
     tg_.dtype = r.s.dtype;
@@ -38,6 +38,9 @@ class Lowering {
 
   TaskGraph run() {
     for (const Coord& x : ranks_) lower_rank(x);
+    if (!full_) {
+      for (CommGroup& g : tg_.groups) g.copies = copies_of(g.ranks);
+    }
     return std::move(tg_);
   }
 
@@ -51,6 +54,34 @@ class Lowering {
     TaskRef unfinished_send;  // with blocking transfers, the next compute waits for it
     std::vector<std::uint32_t> grad_comms;
   };
+
+  // The simulated ranks sit at t = c = e = d = 0; a group's copies shift
+  // every member along the dimensions the group does not span.
+  std::vector<std::vector<int>> copies_of(const std::vector<int>& ranks) const {
+    std::vector<Coord> members;
+    for (int r : ranks) members.push_back(coord_of(r));
+    int spanned = 0;
+    for (const Coord& m : members) {
+      spanned |= (m.t != members[0].t ? RankLayout::kT : 0) | (m.c != members[0].c ? RankLayout::kC : 0) |
+                 (m.e != members[0].e ? RankLayout::kE : 0) | (m.d != members[0].d ? RankLayout::kD : 0);
+    }
+    const int shifted = (RankLayout::kT | RankLayout::kC | RankLayout::kE | RankLayout::kD) & ~spanned;
+    std::vector<std::vector<int>> out;
+    for (int shift_rank : layout_.group(Coord{}, shifted)) {
+      const Coord shift = coord_of(shift_rank);
+      if (shift_rank == 0) continue;  // the group itself
+      std::vector<int> copy;
+      for (Coord m : members) {
+        if (shifted & RankLayout::kT) m.t = shift.t;
+        if (shifted & RankLayout::kC) m.c = shift.c;
+        if (shifted & RankLayout::kE) m.e = shift.e;
+        if (shifted & RankLayout::kD) m.d = shift.d;
+        copy.push_back(layout_.rank(m));
+      }
+      out.push_back(std::move(copy));
+    }
+    return out;
+  }
 
   Coord coord_of(int rank) const {
     Coord x;
@@ -373,6 +404,7 @@ class Lowering {
   }
 
   core::Bytes runtime_allowance_;
+  bool full_;
   const model::Graph& graph_;
   const ResolvedStrategy& r_;
   RankLayout layout_;

@@ -48,6 +48,10 @@ struct Kernel {
 struct CommGroup {
   GroupKind kind = GroupKind::kDp;
   std::vector<int> ranks;  ///< in ring order
+  /// When only one rank per stage is simulated: the same group translated to
+  /// the ranks that are not, which run the same collectives at the same time
+  /// (SPMD). A flow-level network puts their traffic on the links too.
+  std::vector<std::vector<int>> copies{};
 };
 
 struct CommCall {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -346,6 +347,29 @@ net::CollectiveOp to_net(plan::CommOp op) {
   return net::CollectiveOp::kAllReduce;
 }
 
+namespace {
+
+// A copy of a group runs the same phases on other links; its flows join the
+// plan's (a copy planned differently, e.g. by another algorithm, is left out:
+// it cannot move in lock-step with the group).
+void add_flows(net::CollectivePlan& plan, const net::CollectivePlan& copy) {
+  if (plan.fixed || copy.fixed || copy.phases.size() != plan.phases.size()) return;
+  for (std::size_t i = 0; i < plan.phases.size(); ++i) {
+    net::FlowPhase& p = plan.phases[i];
+    const net::FlowPhase& q = copy.phases[i];
+    if (q.bytes_per_flow.value() != p.bytes_per_flow.value()) return;
+  }
+  for (std::size_t i = 0; i < plan.phases.size(); ++i) {
+    net::FlowPhase& p = plan.phases[i];
+    std::map<int, int> flows(p.flows_on_link.begin(), p.flows_on_link.end());
+    for (auto [link, k] : copy.phases[i].flows_on_link) flows[link] += k;
+    p.flows_on_link.assign(flows.begin(), flows.end());
+    p.latency = std::max(p.latency, copy.phases[i].latency);
+  }
+}
+
+}  // namespace
+
 TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_model, const net::Network& network,
                      NetworkMode mode) {
   TaskCosts costs;
@@ -366,19 +390,25 @@ TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_mod
     costs.kernel_op_share.push_back(by_kind);
   }
   costs.call.reserve(graph.calls.size());
-  for (const plan::CommCall& c : graph.calls) {
+  auto gpus_of = [&](const std::vector<int>& ranks, bool reverse) {
     std::vector<int> gpus;
-    for (int r : graph.groups[static_cast<std::size_t>(c.group)].ranks) gpus.push_back(graph.gpu_of_rank[static_cast<std::size_t>(r)]);
-    net::CollectivePlan plan = network.plan(to_net(c.op), gpus, c.bytes);
-    costs.call.push_back(core::to_nanoseconds(network.time(plan)));
+    for (int r : ranks) gpus.push_back(graph.gpu_of_rank[static_cast<std::size_t>(r)]);
+    if (reverse) std::reverse(gpus.begin(), gpus.end());
+    return gpus;
+  };
+  // Flow-level: the group's plan with its copies' flows on the links as well.
+  auto flow_plan = [&](const plan::CommCall& c, bool reverse) {
+    const plan::CommGroup& group = graph.groups[static_cast<std::size_t>(c.group)];
+    net::CollectivePlan plan = network.plan(to_net(c.op), gpus_of(group.ranks, reverse), c.bytes);
+    for (const std::vector<int>& copy : group.copies) add_flows(plan, network.plan(to_net(c.op), gpus_of(copy, reverse), c.bytes));
+    return plan;
+  };
+  for (const plan::CommCall& c : graph.calls) {
+    const plan::CommGroup& group = graph.groups[static_cast<std::size_t>(c.group)];
+    costs.call.push_back(core::to_nanoseconds(network.time(network.plan(to_net(c.op), gpus_of(group.ranks, false), c.bytes))));
     if (mode == NetworkMode::kFlow) {
-      if (c.op == plan::CommOp::kSendRecv) {
-        std::reverse(gpus.begin(), gpus.end());
-        costs.reverse_plan.push_back(network.plan(to_net(c.op), gpus, c.bytes));
-      } else {
-        costs.reverse_plan.emplace_back();
-      }
-      costs.call_plan.push_back(std::move(plan));
+      costs.call_plan.push_back(flow_plan(c, false));
+      costs.reverse_plan.push_back(c.op == plan::CommOp::kSendRecv ? flow_plan(c, true) : net::CollectivePlan{});
     }
   }
   if (mode == NetworkMode::kFlow) costs.link_capacity = network.link_capacity();

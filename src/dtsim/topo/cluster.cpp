@@ -4,33 +4,22 @@
 #include <limits>
 #include <stdexcept>
 
-#include <boost/graph/breadth_first_search.hpp>
-#include <boost/graph/filtered_graph.hpp>
+#include <cstdint>
 
 namespace dtsim::topo {
 namespace {
 
-// BFS visitor: remembers the edge by which each vertex was first reached.
-struct RecordTreeEdge {
-  using event_filter = boost::on_tree_edge;
-  std::vector<Fabric::edge_descriptor>* reached_by;
-  std::vector<bool>* seen;
-  template <class Graph>
-  void operator()(Fabric::edge_descriptor e, const Graph& g) const {
-    (*reached_by)[boost::target(e, g)] = e;
-    (*seen)[boost::target(e, g)] = true;
-  }
-};
-
-// Host CPUs end routes but never relay them: a GPU-host-GPU detour over PCIe
-// is fewer hops than a torus path, and no real traffic takes it.
-struct NoRelayThroughHosts {
-  const Fabric* fabric = nullptr;
-  VertexId source = 0, target = 0;
-  bool operator()(VertexId v) const {
-    return v == source || v == target || (*fabric)[v].kind != VertexKind::kHost;
-  }
-};
+// A stable mix of a flow's endpoints and a hop (splitmix64's finaliser), so
+// that ECMP choices are the same on every machine and every run.
+std::uint64_t flow_hash(int from, int to, std::size_t vertex) {
+  std::uint64_t x = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(from)) << 32) ^
+                    static_cast<std::uint32_t>(to) ^ (static_cast<std::uint64_t>(vertex) * 0x9e3779b97f4a7c15ULL);
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
 
 }  // namespace
 
@@ -65,28 +54,55 @@ void Cluster::add_link(VertexId a, VertexId b, LinkKind kind, core::BytesPerSeco
 
 void Cluster::set_gpu_vertex(int gpu, VertexId vertex) { gpu_vertex_.at(static_cast<std::size_t>(gpu)) = vertex; }
 
-Route Cluster::route(int from, int to) const {
+std::vector<int> Cluster::distances_from(int from) const {
+  const VertexId source = endpoint_vertex(from);
+  std::vector<int> distance(boost::num_vertices(*fabric_), -1);
+  std::vector<VertexId> frontier{source};
+  distance[source] = 0;
+  for (std::size_t i = 0; i < frontier.size(); ++i) {
+    const VertexId v = frontier[i];
+    // Host CPUs end routes but never relay them: a GPU-host-GPU detour over
+    // PCIe is fewer hops than a torus path, and no real traffic takes it.
+    if (v != source && (*fabric_)[v].kind == VertexKind::kHost) continue;
+    for (auto e : boost::make_iterator_range(boost::out_edges(v, *fabric_))) {
+      const VertexId u = boost::target(e, *fabric_);
+      if (distance[u] >= 0) continue;
+      distance[u] = distance[v] + 1;
+      frontier.push_back(u);
+    }
+  }
+  return distance;
+}
+
+Route Cluster::route(int from, int to) const { return route(from, to, distances_from(from)); }
+
+Route Cluster::route(int from, int to, const std::vector<int>& distance) const {
   const VertexId source = endpoint_vertex(from);
   const VertexId target = endpoint_vertex(to);
   Route route;
   route.bottleneck = core::BytesPerSecond(std::numeric_limits<double>::infinity());
   if (source == target) return route;
-
-  // Record the edge by which BFS first reached each vertex, then walk back.
-  std::vector<Fabric::edge_descriptor> reached_by(boost::num_vertices(*fabric_));
-  std::vector<bool> seen(boost::num_vertices(*fabric_), false);
-  seen[source] = true;
-  auto recorder = boost::make_bfs_visitor(RecordTreeEdge{&reached_by, &seen});
-  boost::filtered_graph<Fabric, boost::keep_all, NoRelayThroughHosts> usable(
-      *fabric_, boost::keep_all(), NoRelayThroughHosts{fabric_.get(), source, target});
-  boost::breadth_first_search(usable, source, boost::visitor(recorder).vertex_index_map(boost::get(boost::vertex_index, *fabric_)));
-  if (!seen[target]) throw std::logic_error("cluster fabric is disconnected between two endpoints");
-
-  for (VertexId v = target; v != source; v = boost::source(reached_by[v], *fabric_)) {
-    const LinkInfo& link = (*fabric_)[reached_by[v]];
+  if (distance[target] < 0) throw std::logic_error("cluster fabric is disconnected between two endpoints");
+  // Walk back from the target, each hop to a neighbour one step nearer the
+  // source; links come in pairs (id, id ^ 1), one per direction.
+  std::vector<int> nearer;
+  for (VertexId v = target; v != source;) {
+    nearer.clear();
+    for (auto e : boost::make_iterator_range(boost::out_edges(v, *fabric_))) {
+      const VertexId u = boost::target(e, *fabric_);
+      if (distance[u] != distance[v] - 1) continue;
+      if (u != source && (*fabric_)[u].kind == VertexKind::kHost) continue;
+      nearer.push_back((*fabric_)[e].id ^ 1);
+    }
+    // A torus routes in dimension order (TPU ICI does): the lowest link id,
+    // since builders add a dimension's links before the next one's.
+    const int link_id = shape_.torus ? *std::min_element(nearer.begin(), nearer.end())
+                                     : nearer[flow_hash(from, to, v) % nearer.size()];
+    const LinkInfo& link = links_[static_cast<std::size_t>(link_id)];
     route.links.push_back(link.id);
     route.bottleneck = std::min(route.bottleneck, link.bandwidth);
     route.latency += link.latency;
+    v = link.from;
   }
   std::reverse(route.links.begin(), route.links.end());
   return route;

@@ -98,8 +98,16 @@ class Cluster {
   }
   [[nodiscard]] static int switch_endpoint(VertexId vertex) { return -1 - static_cast<int>(vertex); }
 
-  /// Fewest-hop route between two endpoints (breadth-first search over the fabric).
+  /// Fewest-hop route between two endpoints. Where several are equally
+  /// short (the spines of a fat tree) a hash of (from, to) picks one at each
+  /// hop, as ECMP switches hash a flow's addresses: the flows of a collective
+  /// spread over the equal paths. A torus routes in dimension order instead.
   [[nodiscard]] Route route(int from, int to) const;
+  /// The same from hop counts already computed by distances_from(from).
+  [[nodiscard]] Route route(int from, int to, const std::vector<int>& distances) const;
+  /// Hops from an endpoint to every vertex (breadth-first; host CPUs end
+  /// routes but never relay them). -1 where unreachable.
+  [[nodiscard]] std::vector<int> distances_from(int from) const;
 
  private:
   Shape shape_;
