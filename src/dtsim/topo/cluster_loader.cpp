@@ -1,5 +1,8 @@
 #include "dtsim/topo/cluster_loader.hpp"
 
+#include <array>
+#include <map>
+
 #include <fmt/format.h>
 
 #include "dtsim/core/json_reader.hpp"
@@ -73,13 +76,57 @@ void build_torus(Cluster& cluster, core::JsonReader& intra, const HostLink& pcie
   }
 }
 
+// GPUs linked point to point by NVLink (DGX-1's hybrid cube mesh): `links`
+// lists [gpu a, gpu b, NVLinks between them] by local index; each NVLink
+// carries `bandwidth`. GPUs with no link between them relay through one that
+// has (as NCCL's rings do), never through the host; the host sits on PCIe.
+void build_nvlink_mesh(Cluster& cluster, core::JsonReader& intra, const HostLink& pcie) {
+  const BytesPerSecond bandwidth = intra.bandwidth("bandwidth");
+  const Seconds latency = intra.duration("latency");
+  const double efficiency = bus_efficiency(intra);
+  std::vector<std::array<int, 3>> links;
+  const auto& list = intra.raw().contains("links") ? intra.raw().at("links") : nlohmann::json();
+  for (const auto& l : list) {
+    const int n = cluster.gpus_per_node();
+    if (!l.is_array() || l.size() != 3 || !l[0].is_number_integer() || !l[1].is_number_integer() ||
+        !l[2].is_number_integer() || l[0].get<int>() < 0 || l[0].get<int>() >= n || l[1].get<int>() < 0 ||
+        l[1].get<int>() >= n || l[0] == l[1] || l[2].get<int>() < 1) {
+      intra.fail("links", fmt::format("expected [gpu, gpu, count] triples of local GPU indices 0..{} and a positive "
+                                      "link count, got {}", n - 1, l.dump()));
+    }
+    links.push_back({l[0].get<int>(), l[1].get<int>(), l[2].get<int>()});
+  }
+  if (links.empty()) intra.fail("links", "expected a list of [gpu, gpu, count] triples like [[0, 1, 2], [0, 2, 1]]");
+  intra.ignore("links");
+  intra.finish();
+  for (int node = 0; node < cluster.nodes(); ++node) {
+    std::vector<VertexId> gpus;
+    for (int local = 0; local < cluster.gpus_per_node(); ++local) {
+      gpus.push_back(cluster.add_vertex({VertexKind::kGpu, node, fmt::format("node{}.gpu{}", node, local)}));
+      cluster.set_gpu_vertex(node * cluster.gpus_per_node() + local, gpus.back());
+    }
+    for (const auto& [a, b, count] : links) {
+      cluster.add_link(gpus[static_cast<std::size_t>(a)], gpus[static_cast<std::size_t>(b)], LinkKind::kNvLink,
+                       bandwidth * static_cast<double>(count), latency, efficiency);
+    }
+    VertexId host = cluster.add_vertex({VertexKind::kHost, node, fmt::format("node{}.host", node)});
+    for (VertexId v : gpus) cluster.add_link(v, host, LinkKind::kPcie, pcie.bandwidth, pcie.latency, efficiency);
+    cluster.set_host_vertex(node, host);
+  }
+}
+
 void build_nodes(Cluster& cluster, core::JsonReader& intra, const HostLink& pcie) {
   if (intra.has("kind") && intra.raw().at("kind") == "torus") {
     intra.ignore("kind");
     build_torus(cluster, intra, pcie);
     return;
   }
-  std::string kind = intra.choice("kind", {"nvswitch", "pcie", "torus"});
+  if (intra.has("kind") && intra.raw().at("kind") == "nvlink_mesh") {
+    intra.ignore("kind");
+    build_nvlink_mesh(cluster, intra, pcie);
+    return;
+  }
+  std::string kind = intra.choice("kind", {"nvswitch", "pcie", "torus", "nvlink_mesh"});
   const bool nvswitch = kind == "nvswitch";
   BytesPerSecond bandwidth = intra.bandwidth("bandwidth");
   Seconds latency = intra.duration("latency");
@@ -106,9 +153,14 @@ void build_nodes(Cluster& cluster, core::JsonReader& intra, const HostLink& pcie
   }
 }
 
-// NICs per node on PCIe, shared by GPUs in order; nodes_per_leaf nodes under
-// each leaf switch; leaves joined by one spine whose uplinks carry the leaf's
-// NIC bandwidth divided by the oversubscription ratio.
+// NICs per node on PCIe, shared by GPUs in order. Leaves: one per
+// `nodes_per_leaf` nodes, or with `rail_optimized` one per NIC index (rail)
+// in each group of `nodes_per_leaf` nodes (a SuperPOD scalable unit), so
+// GPUs of equal local rank meet one switch away. Leaves join `spines`
+// spine switches, each uplink carrying the leaf's down bandwidth divided by
+// `oversubscription` and by the spine count (ECMP spreads flows over them);
+// with `leaves_per_pod`, spines serve pods of that many leaves and `cores`
+// core switches join the pods, non-blocking: a three-level fat tree.
 void build_fat_tree(Cluster& cluster, core::JsonReader& inter, const HostLink& pcie,
                     const std::vector<std::vector<VertexId>>& gpus_by_node) {
   inter.choice("kind", {"fat_tree"});
@@ -118,25 +170,47 @@ void build_fat_tree(Cluster& cluster, core::JsonReader& inter, const HostLink& p
   const double oversubscription = inter.number_or("oversubscription", 1.0);
   if (oversubscription < 1.0) inter.fail("oversubscription", fmt::format("expected a ratio >= 1, got {}", oversubscription));
   const int nodes_per_leaf = static_cast<int>(inter.count_or("nodes_per_leaf", cluster.nodes()));
+  const bool rails = inter.boolean_or("rail_optimized", false);
+  const int spines = static_cast<int>(inter.count_or("spines", 1));
+  const int leaves_per_pod = static_cast<int>(inter.count_or("leaves_per_pod", 0));
+  const int cores = static_cast<int>(inter.count_or("cores", 1));
   const double efficiency = bus_efficiency(inter);
+  inter.ignore("sharp");
   inter.finish();
   if (cluster.gpus_per_node() % nics != 0 && nics % cluster.gpus_per_node() != 0) {
     inter.fail("nics_per_node", fmt::format("expected a divisor or multiple of {} GPUs per node, got {}",
                                             cluster.gpus_per_node(), nics));
   }
-  const int leaves = (cluster.nodes() + nodes_per_leaf - 1) / nodes_per_leaf;
+  const int units = (cluster.nodes() + nodes_per_leaf - 1) / nodes_per_leaf;
+  const int leaves = rails ? units * nics : units;
+  auto leaf_of = [&](int node, int nic) { return rails ? (node / nodes_per_leaf) * nics + nic : node / nodes_per_leaf; };
   std::vector<VertexId> leaf(static_cast<std::size_t>(leaves));
   for (int l = 0; l < leaves; ++l) leaf[static_cast<std::size_t>(l)] = cluster.add_vertex({VertexKind::kSwitch, -1, fmt::format("leaf{}", l)});
   if (leaves > 1) {
-    VertexId spine = cluster.add_vertex({VertexKind::kSwitch, -1, "spine"});
-    BytesPerSecond uplink = nic_bandwidth * (static_cast<double>(nodes_per_leaf * nics) / oversubscription);
-    for (VertexId l : leaf) cluster.add_link(l, spine, LinkKind::kNetwork, uplink, latency, efficiency);
+    const int per_pod = leaves_per_pod > 0 ? std::min(leaves_per_pod, leaves) : leaves;
+    const int pods = (leaves + per_pod - 1) / per_pod;
+    const BytesPerSecond leaf_down = nic_bandwidth * static_cast<double>(nodes_per_leaf * (rails ? 1 : nics));
+    const BytesPerSecond uplink = leaf_down / (oversubscription * spines);
+    std::vector<VertexId> core_switch;
+    for (int c = 0; pods > 1 && c < cores; ++c) {
+      core_switch.push_back(cluster.add_vertex({VertexKind::kSwitch, -1, fmt::format("core{}", c)}));
+    }
+    for (int pod = 0; pod < pods; ++pod) {
+      for (int s = 0; s < spines; ++s) {
+        std::string name = spines == 1 && pods == 1 ? "spine" : pods == 1 ? fmt::format("spine{}", s) : fmt::format("pod{}.spine{}", pod, s);
+        VertexId spine = cluster.add_vertex({VertexKind::kSwitch, -1, std::move(name)});
+        const int first = pod * per_pod, last = std::min(leaves, first + per_pod);
+        for (int l = first; l < last; ++l) cluster.add_link(leaf[static_cast<std::size_t>(l)], spine, LinkKind::kNetwork, uplink, latency, efficiency);
+        const BytesPerSecond spine_up = uplink * static_cast<double>(last - first) / static_cast<double>(cores);
+        for (VertexId c : core_switch) cluster.add_link(spine, c, LinkKind::kNetwork, spine_up, latency, efficiency);
+      }
+    }
   }
   for (int node = 0; node < cluster.nodes(); ++node) {
     std::vector<VertexId> nic(static_cast<std::size_t>(nics));
     for (int i = 0; i < nics; ++i) {
       nic[static_cast<std::size_t>(i)] = cluster.add_vertex({VertexKind::kNic, node, fmt::format("node{}.nic{}", node, i)});
-      cluster.add_link(nic[static_cast<std::size_t>(i)], leaf[static_cast<std::size_t>(node / nodes_per_leaf)],
+      cluster.add_link(nic[static_cast<std::size_t>(i)], leaf[static_cast<std::size_t>(leaf_of(node, i))],
                        LinkKind::kNetwork, nic_bandwidth, latency, efficiency);
     }
     for (VertexId n : nic) {
@@ -148,6 +222,65 @@ void build_fat_tree(Cluster& cluster, core::JsonReader& inter, const HostLink& p
       cluster.add_link(gpus[local], nic[n], LinkKind::kPcie, pcie.bandwidth, pcie.latency, efficiency);
     }
   }
+}
+
+// Any fabric, listed: "vertices" ({name, kind: gpu|nic|switch|host, node})
+// and "links" ({from, to, kind: nvlink|pcie|network, bandwidth, latency,
+// bus_efficiency}). GPUs take ranks in the order listed, node by node; every
+// node needs its host (where parameter servers run).
+void build_explicit(Cluster& cluster, core::JsonReader& fabric) {
+  std::map<std::string, VertexId> by_name;
+  int gpus = 0;
+  std::vector<bool> has_host(static_cast<std::size_t>(cluster.nodes()), false);
+  for (core::JsonReader& v : fabric.objects("vertices")) {
+    const std::string name = v.string("name");
+    const std::string kind = v.choice("kind", {"gpu", "nic", "switch", "host"});
+    const int node = static_cast<int>(v.integer_or("node", -1));
+    v.finish();
+    if (by_name.count(name)) v.fail("name", fmt::format("expected a name no other vertex has, got \"{}\" again", name));
+    if ((kind == "gpu" || kind == "host") && (node < 0 || node >= cluster.nodes())) {
+      v.fail("node", fmt::format("expected the node (0 to {}) this {} is in", cluster.nodes() - 1, kind));
+    }
+    const VertexKind vk = kind == "gpu" ? VertexKind::kGpu : kind == "nic" ? VertexKind::kNic
+                        : kind == "switch" ? VertexKind::kSwitch : VertexKind::kHost;
+    const VertexId id = cluster.add_vertex({vk, node, name});
+    by_name[name] = id;
+    if (vk == VertexKind::kGpu) {
+      if (gpus >= cluster.gpu_count() || node != gpus / cluster.gpus_per_node()) {
+        v.fail("node", fmt::format("expected GPUs listed node by node, {} per node: GPU {} belongs to node {}",
+                                   cluster.gpus_per_node(), gpus, gpus / cluster.gpus_per_node()));
+      }
+      cluster.set_gpu_vertex(gpus++, id);
+    } else if (vk == VertexKind::kHost) {
+      if (has_host[static_cast<std::size_t>(node)]) v.fail("node", fmt::format("expected one host per node; node {} has two", node));
+      has_host[static_cast<std::size_t>(node)] = true;
+      cluster.set_host_vertex(node, id);
+    }
+  }
+  if (gpus != cluster.gpu_count()) {
+    fabric.fail("vertices", fmt::format("expected {} GPUs ({} nodes of {}), got {}", cluster.gpu_count(),
+                                        cluster.nodes(), cluster.gpus_per_node(), gpus));
+  }
+  for (std::size_t n = 0; n < has_host.size(); ++n) {
+    if (!has_host[n]) fabric.fail("vertices", fmt::format("expected a host vertex for node {}", n));
+  }
+  for (core::JsonReader& l : fabric.objects("links")) {
+    auto end = [&](const char* key) {
+      const std::string name = l.string(key);
+      auto it = by_name.find(name);
+      if (it == by_name.end()) l.fail(key, fmt::format("expected the name of a listed vertex, got \"{}\"", name));
+      return it->second;
+    };
+    const VertexId from = end("from"), to = end("to");
+    const std::string kind = l.choice("kind", {"nvlink", "pcie", "network"});
+    const BytesPerSecond bandwidth = l.bandwidth("bandwidth");
+    const Seconds latency = l.duration("latency");
+    const double efficiency = bus_efficiency(l);
+    l.finish();
+    cluster.add_link(from, to, kind == "nvlink" ? LinkKind::kNvLink : kind == "pcie" ? LinkKind::kPcie : LinkKind::kNetwork,
+                     bandwidth, latency, efficiency);
+  }
+  fabric.finish();
 }
 
 }  // namespace
@@ -175,6 +308,18 @@ Cluster build_cluster(const nlohmann::json& document, const std::string& file, c
     pcie.bandwidth = p->bandwidth("bandwidth");
     pcie.latency = p->duration("latency");
     p->finish();
+  }
+  if (r.has("fabric")) {
+    if (options.nodes && *options.nodes != static_cast<int>(document.at("nodes").get<int>())) {
+      throw core::InputError("--nodes", file, "an explicit fabric lists its nodes; --nodes cannot change their count");
+    }
+    core::JsonReader fabric = r.object("fabric");
+    shape.nvls = fabric.boolean_or("nvls", false);
+    shape.sharp = fabric.boolean_or("sharp", false);
+    Cluster cluster(shape);
+    build_explicit(cluster, fabric);
+    r.finish();
+    return cluster;
   }
   core::JsonReader intra = r.object("intra_node");
   shape.torus = intra.has("kind") && intra.raw().at("kind") == "torus";

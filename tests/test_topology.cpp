@@ -1,0 +1,129 @@
+// Topology builders: rail-optimized and multi-level fat trees with ECMP,
+// NVLink meshes (DGX-1), explicit vertex/edge lists.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "dtsim/core/input_error.hpp"
+#include "dtsim/hw/device.hpp"
+#include "dtsim/net/collective.hpp"
+#include "dtsim/topo/cluster_loader.hpp"
+
+using namespace dtsim;
+
+namespace {
+
+topo::Cluster bundled(const char* name, std::optional<int> nodes = std::nullopt) {
+  hw::DeviceCatalog catalog;
+  return topo::load_cluster(std::string(DTSIM_SOURCE_DIR) + "/topologies/" + name + ".json", catalog, {nodes});
+}
+
+topo::Cluster build(const nlohmann::json& doc) {
+  hw::DeviceCatalog catalog;
+  return topo::build_cluster(doc, "test.json", catalog);
+}
+
+nlohmann::json fat_tree(int nodes, nlohmann::json inter) {
+  inter["kind"] = "fat_tree";
+  inter["nic_bandwidth"] = "400 Gb/s";
+  inter["latency"] = "1 us";
+  return {{"name", "t"}, {"device", "H100-SXM"}, {"nodes", nodes}, {"gpus_per_node", 8},
+          {"intra_node", {{"kind", "nvswitch"}, {"bandwidth", "450 GB/s"}, {"latency", "0.7 us"}}},
+          {"inter_node", inter}};
+}
+
+std::set<std::string> switches_on(const topo::Cluster& c, const topo::Route& r) {
+  std::set<std::string> names;
+  for (int link : r.links) {
+    const auto& info = c.links()[static_cast<std::size_t>(link)];
+    if (c.fabric()[info.to].kind == topo::VertexKind::kSwitch) names.insert(c.fabric()[info.to].name);
+  }
+  return names;
+}
+
+}  // namespace
+
+// SuperPOD: GPUs of equal local rank share a leaf (4 links); others cross the spine (6).
+TEST(Topology, RailOptimizedKeepsEqualLocalRanksOnOneLeaf) {
+  topo::Cluster c = bundled("superpod-h100", 4);
+  EXPECT_EQ(c.route(0, 8 + 0).links.size(), 4u);
+  EXPECT_EQ(c.route(3, 24 + 3).links.size(), 4u);
+  EXPECT_EQ(c.route(0, 8 + 1).links.size(), 6u);
+  EXPECT_TRUE(switches_on(c, c.route(0, 9)).count("spine"));
+}
+
+// Three levels: 4 leaves of 2 nodes, pods of 2 leaves with 2 spines each, 2
+// cores. A route between pods climbs to a core: 8 links. ECMP spreads the
+// flows of a collective over both spines of the pod.
+TEST(Topology, MultiLevelFatTreeRoutesThroughCoresAndSpreadsOverSpines) {
+  topo::Cluster c = build(fat_tree(8, {{"nics_per_node", 8}, {"nodes_per_leaf", 2}, {"spines", 2},
+                                       {"leaves_per_pod", 2}, {"cores", 2}}));
+  EXPECT_EQ(c.route(0, 7 * 8).links.size(), 8u);
+  EXPECT_EQ(c.route(0, 2 * 8).links.size(), 6u);  // same pod: leaf, spine, leaf
+  std::set<std::string> spines;
+  for (int g = 0; g < 8; ++g) {
+    for (const std::string& s : switches_on(c, c.route(g, 2 * 8 + g))) spines.insert(s);
+  }
+  EXPECT_TRUE(spines.count("pod0.spine0"));
+  EXPECT_TRUE(spines.count("pod0.spine1"));
+}
+
+// One node per leaf, 8 NICs of 50 GB/s: 400 GB/s down. Two spines at 4:1
+// take 50 GB/s each; 8 flows across leaves hashed over them get at most
+// 12.5 GB/s (4 per spine, more where the hash is uneven) against the 50 of
+// a non-blocking tree: at least 4x the time.
+TEST(Topology, OversubscribedSpinesShareTheirUplinks) {
+  auto exchange_time = [](double oversubscription) {
+    topo::Cluster c = build(fat_tree(2, {{"nics_per_node", 8}, {"nodes_per_leaf", 1}, {"spines", 2},
+                                         {"oversubscription", oversubscription}}));
+    net::Network network(c, {});
+    std::vector<int> pairs;
+    for (int g = 0; g < 8; ++g) {
+      pairs.push_back(g);
+      pairs.push_back(8 + g);
+    }
+    return network.cost(net::CollectiveOp::kRingExchange, pairs, core::Bytes(1e9)).time.value();
+  };
+  EXPECT_GT(exchange_time(4), 3.99 * exchange_time(1));
+}
+
+// DGX-1: GPU 0 has two NVLinks to GPU 3, one to GPU 1, none to GPU 5.
+TEST(Topology, NvlinkMeshFollowsTheHybridCubeMesh) {
+  topo::Cluster c = bundled("dgx1-v100");
+  EXPECT_EQ(c.route(0, 3).links.size(), 1u);
+  EXPECT_DOUBLE_EQ(c.route(0, 3).bottleneck.value(), 50e9);
+  EXPECT_DOUBLE_EQ(c.route(0, 1).bottleneck.value(), 25e9);
+  EXPECT_EQ(c.route(0, 5).links.size(), 2u);  // relayed by GPU 1 or 4, never the host
+  net::Network network(c, {});
+  const std::vector<int> pair{0, 3};
+  const double send = network.cost(net::CollectiveOp::kSendRecv, pair, core::Bytes(1e9)).time.value();
+  EXPECT_NEAR(send, 1e9 / (50e9 * 0.8), 1e-4);
+}
+
+TEST(Topology, ExplicitFabricIsTakenAsListed) {
+  nlohmann::json doc = {{"name", "two"}, {"device", "H100-SXM"}, {"nodes", 1}, {"gpus_per_node", 2},
+                        {"fabric", {{"vertices", {{{"name", "a"}, {"kind", "gpu"}, {"node", 0}},
+                                                  {{"name", "b"}, {"kind", "gpu"}, {"node", 0}},
+                                                  {{"name", "cpu"}, {"kind", "host"}, {"node", 0}}}},
+                                    {"links", {{{"from", "a"}, {"to", "b"}, {"kind", "nvlink"},
+                                                {"bandwidth", "100 GB/s"}, {"latency", "1 us"}},
+                                               {{"from", "a"}, {"to", "cpu"}, {"kind", "pcie"},
+                                                {"bandwidth", "32 GB/s"}, {"latency", "1 us"}},
+                                               {{"from", "b"}, {"to", "cpu"}, {"kind", "pcie"},
+                                                {"bandwidth", "32 GB/s"}, {"latency", "1 us"}}}}}}};
+  topo::Cluster c = build(doc);
+  EXPECT_EQ(c.route(0, 1).links.size(), 1u);
+  EXPECT_DOUBLE_EQ(c.route(0, 1).bottleneck.value(), 100e9);
+  EXPECT_EQ(c.route(0, c.host_endpoint(0)).links.size(), 1u);
+
+  doc["fabric"]["links"][0]["to"] = "c";
+  try {
+    build(doc);
+    FAIL() << "a link to an unlisted vertex was accepted";
+  } catch (const core::InputError& e) {
+    EXPECT_EQ(e.pointer(), "/fabric/links/0/to");
+    EXPECT_NE(e.message().find("expected the name of a listed vertex, got \"c\""), std::string::npos);
+  }
+}
