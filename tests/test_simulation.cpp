@@ -213,3 +213,16 @@ TEST(Explain, TheCriticalPathSpansTheStepAndWhatIfsAreRealResimulations) {
     }
   }
 }
+
+// Spreading ranks over nodes puts tensor parallelism on the network: the
+// packed placement keeps it on NVLink and is faster. Random is a fixed shuffle.
+TEST(Simulation, PlacementDecidesWhichLinksAGroupCrosses) {
+  auto step = [](const std::string& placement) {
+    return run("tp=8,dp=2,gbs=16,placement=" + placement, 2, false, "gpt3-1.3b", "dgx-h100").report.step_time.value();
+  };
+  const double packed = step("packed"), spread = step("spread");
+  EXPECT_GT(spread, 1.2 * packed);
+  EXPECT_DOUBLE_EQ(step("random"), step("random"));
+  driver::Simulation s = run("tp=8,dp=2,gbs=16,placement=spread", 2, false, "gpt3-1.3b", "dgx-h100");
+  EXPECT_EQ(s.tasks.gpu_of_rank[1], 8);  // rank 1 on the second node
+}

@@ -19,12 +19,18 @@ using TaskRef = std::optional<std::uint32_t>;
 class Lowering {
  public:
   Lowering(const model::Graph& graph, const ResolvedStrategy& r, const LowerOptions& options,
-           core::Bytes runtime_allowance)
+           core::Bytes runtime_allowance, int gpus_per_node)
       : runtime_allowance_(runtime_allowance), full_(options.full), graph_(graph), r_(r), layout_(r.s), virtual_stages_(r.s.pp * r.s.vpp), chunks_(stage_layers(graph, virtual_stages_)),
         steps_(graph, r, tg_.kernels) {
     tg_.world = r.world;
     tg_.dtype = r.s.dtype;
-    tg_.gpu_of_rank = topo::Placement::node_major(r.world).gpu_of_rank;
+    if (r.s.placement == "spread") {
+      tg_.gpu_of_rank = topo::Placement::spread(r.world, gpus_per_node).gpu_of_rank;
+    } else if (r.s.placement == "random") {
+      tg_.gpu_of_rank = topo::Placement::random(r.world).gpu_of_rank;
+    } else {
+      tg_.gpu_of_rank = topo::Placement::packed(r.world).gpu_of_rank;
+    }
     const int all = RankLayout::kT | RankLayout::kC | RankLayout::kE | RankLayout::kD;
     for (int p = 0; p < r.s.pp; ++p) {
       Coord first{0, 0, 0, 0, p};
@@ -438,8 +444,7 @@ std::vector<std::vector<int>> stage_layers(const model::Graph& graph, int stages
 
 TaskGraph lower(const model::Graph& graph, const ResolvedStrategy& strategy, const topo::Cluster& cluster,
                 const LowerOptions& options) {
-  // Placement is node-major today; other placements will read the cluster.
-  return Lowering(graph, strategy, options, cluster.device().runtime_allowance).run();
+  return Lowering(graph, strategy, options, cluster.device().runtime_allowance, cluster.gpus_per_node()).run();
 }
 
 }  // namespace dtsim::plan

@@ -59,7 +59,7 @@ void megatron_layout(Strategy& s, const model::Graph& graph, const topo::Cluster
 
 }  // namespace
 
-std::string_view strategy_keys() { return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps, p2p_overlap, collective, protocol"; }
+std::string_view strategy_keys() { return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps, p2p_overlap, collective, protocol, placement"; }
 
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> table = {
@@ -165,6 +165,11 @@ Strategy parse_strategy(std::string_view text) {
                               "reduce_broadcast, got \"{}\"", value));
       }
       s.collective = std::string(value);
+    } else if (key == "placement") {
+      if (value != "packed" && value != "spread" && value != "random") {
+        fail(key, fmt::format("expected packed, spread or random, got \"{}\"", value));
+      }
+      s.placement = std::string(value);
     } else if (key == "protocol") {
       if (value != "auto" && value != "simple" && value != "ll" && value != "ll128") {
         fail(key, fmt::format("expected auto, simple, ll or ll128, got \"{}\"", value));

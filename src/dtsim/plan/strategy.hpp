@@ -48,6 +48,7 @@ struct Strategy {
   int steps = 8;      ///< with ps: steps each worker runs, to see staleness settle
   std::string collective = "auto";  ///< collective algorithm (net::parse_algorithm's names)
   std::string protocol = "auto";    ///< NCCL protocol: auto, simple, ll, ll128
+  std::string placement = "packed"; ///< ranks on GPUs: packed, spread, random (topo::Placement)
   bool megatron_layout = false;  ///< the `megatron` preset: tp and pp chosen from the cluster's shape
   bool torus_only = false;       ///< the `tpu` preset: only on a torus cluster
 };

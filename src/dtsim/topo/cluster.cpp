@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include <cstdint>
+#include <random>
 
 namespace dtsim::topo {
 namespace {
@@ -72,6 +73,31 @@ std::vector<int> Cluster::distances_from(int from) const {
     }
   }
   return distance;
+}
+
+Placement Placement::packed(int ranks) {
+  Placement p;
+  for (int r = 0; r < ranks; ++r) p.gpu_of_rank.push_back(r);
+  return p;
+}
+
+Placement Placement::spread(int ranks, int gpus_per_node) {
+  const int nodes = (ranks + gpus_per_node - 1) / gpus_per_node;
+  Placement p;
+  for (int r = 0; r < ranks; ++r) p.gpu_of_rank.push_back((r % nodes) * gpus_per_node + r / nodes);
+  return p;
+}
+
+Placement Placement::random(int ranks, std::uint32_t seed) {
+  Placement p = packed(ranks);
+  // Fisher-Yates on mt19937's raw output: std::shuffle's algorithm is not
+  // specified, and a prediction must be the same on every standard library.
+  std::mt19937 engine(seed);
+  for (int i = ranks - 1; i > 0; --i) {
+    const int j = static_cast<int>(engine() % static_cast<std::uint32_t>(i + 1));
+    std::swap(p.gpu_of_rank[static_cast<std::size_t>(i)], p.gpu_of_rank[static_cast<std::size_t>(j)]);
+  }
+  return p;
 }
 
 Route Cluster::route(int from, int to) const { return route(from, to, distances_from(from)); }

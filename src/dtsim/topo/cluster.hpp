@@ -119,16 +119,17 @@ class Cluster {
   [[nodiscard]] VertexId endpoint_vertex(int endpoint) const;
 };
 
-/// Rank r runs on GPU placement[r]; the default places ranks in GPU order,
-/// filling a node before the next.
+/// Rank r runs on GPU gpu_of_rank[r].
+///  - packed (the default): in GPU order, filling a node before the next, so
+///    Megatron's tp-innermost order keeps tensor parallelism inside nodes;
+///  - spread: round robin over the nodes the job needs, so consecutive ranks
+///    sit on different nodes (what a scheduler that ignores locality does);
+///  - random: a fixed-seed shuffle of the packed GPUs (a fragmented cluster).
 struct Placement {
   std::vector<int> gpu_of_rank;
-  static Placement node_major(int ranks) {
-    Placement p;
-    p.gpu_of_rank.resize(static_cast<std::size_t>(ranks));
-    for (int r = 0; r < ranks; ++r) p.gpu_of_rank[static_cast<std::size_t>(r)] = r;
-    return p;
-  }
+  static Placement packed(int ranks);
+  static Placement spread(int ranks, int gpus_per_node);
+  static Placement random(int ranks, std::uint32_t seed = 1);
 };
 
 }  // namespace dtsim::topo
