@@ -41,6 +41,17 @@ double latency_factor(Protocol protocol, Medium medium) {
   }
 }
 
+// What a collective pays once whatever its size: kernel launch and the
+// protocol's setup. NCCL's ring base latencies (tuning.cc, baseLat: LL 3.6,
+// LL128 10.0, Simple 8.4 us), for every algorithm.
+core::Seconds base_latency(Protocol protocol) {
+  switch (protocol) {
+    case Protocol::kLl: return core::Seconds(3.6e-6);
+    case Protocol::kLl128: return core::Seconds(10.0e-6);
+    default: return core::Seconds(8.4e-6);
+  }
+}
+
 // Share of Simple's bandwidth each protocol delivers, as NCCL's tuning model
 // states it: LL a quarter for all-reduce or across nodes (half of every
 // 8-byte store is a flag, and polling costs the rest), a third otherwise;
@@ -96,6 +107,7 @@ CollectivePlan Network::with_protocol(CollectivePlan plan, CollectiveOp op, std:
     phase.bytes_per_flow = phase.bytes_per_flow / bandwidth;
     phase.rate_fraction = rate_fraction;
   }
+  if (!plan.phases.empty()) plan.phases.front().latency += base_latency(protocol) * options_.latency_scale;
   return plan;
 }
 
