@@ -99,7 +99,8 @@ TEST(CliErrors, WorkerSpeedCountMustMatchTheGpus) {
 namespace {
 TEST(CliErrors, CollectiveRejectsUnknownOpsAndAlgorithms) {
   expect_one_line("collective --op all_reduse",
-                  "--op: expected all_reduce, reduce_scatter, all_gather, broadcast, all_to_all or send_recv, got \"all_reduse\"");
+                  "--op: expected all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all or send_recv, "
+                  "got \"all_reduse\"");
   expect_one_line("collective --algorithm bruck",
                   "--algorithm: expected one of auto, ring, tree, halving_doubling, direct, nvls, sharp, ps, "
                   "reduce_broadcast, got \"bruck\"");

@@ -113,3 +113,17 @@ TEST(Algorithms, SharpMovesEachBufferOnceAcrossTheNetwork) {
   topo::Cluster plain = bundled("superpod-h100", 4);
   EXPECT_NE(net::Network(plain, simple).cost(net::CollectiveOp::kAllReduce, one_per_node, s).algorithm, net::Algorithm::kSharp);
 }
+
+// Reduce: chunks pipelined along the ring to the root, S/B like broadcast;
+// reduce_broadcast's reduce half loads the root's port with 7 buffers.
+TEST(Algorithms, ReduceMovesTheBufferOnceAlongTheRing) {
+  topo::Cluster c = bundled("dgx-h100");
+  net::NetworkOptions simple;
+  simple.protocol = net::Protocol::kSimple;
+  net::Network network(c, simple);
+  const double s = 1e9;
+  const double ring = network.cost(net::CollectiveOp::kReduce, first(8), core::Bytes(s), net::Algorithm::kRing).time.value();
+  EXPECT_NEAR(ring, 8.4e-6 + s / kNvlink + 7 * 1.4e-6, 1e-9);
+  const double to_root = network.cost(net::CollectiveOp::kReduce, first(8), core::Bytes(s), net::Algorithm::kReduceBroadcast).time.value();
+  EXPECT_NEAR(to_root, 8.4e-6 + 7 * s / kNvlink + 1.4e-6, 1e-9);
+}

@@ -40,7 +40,7 @@ void add_collective(CLI::App& app, CollectiveOptions& o) {
   CLI::App* cmd = app.add_subcommand("collective", "cost one collective over a range of sizes, like nccl-tests");
   cmd->add_option("--cluster,-c", o.cluster, "cluster: a bundled name or a path")->capture_default_str();
   cmd->add_option("--nodes", o.nodes, "override the cluster file's node count");
-  cmd->add_option("--op", o.op, "all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, send_recv")->capture_default_str();
+  cmd->add_option("--op", o.op, "all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all, send_recv")->capture_default_str();
   cmd->add_option("--group", o.group, "GPUs in the group, the first ones in placement order (default: all)");
   cmd->add_option("--sizes", o.sizes, "buffer sizes, doubling from the first to the last")->capture_default_str();
   cmd->add_option("--algorithm", o.algorithm, std::string(net::algorithm_names()))->capture_default_str();
@@ -56,7 +56,7 @@ int run_collective(const CollectiveOptions& o, std::ostream& out) {
   auto op = net::parse_collective_op(o.op);
   if (!op) {
     throw core::InputError("--op", "", fmt::format("expected all_reduce, reduce_scatter, all_gather, broadcast, "
-                                                   "all_to_all or send_recv, got \"{}\"", o.op));
+                                                   "reduce, all_to_all or send_recv, got \"{}\"", o.op));
   }
   auto algorithm = net::parse_algorithm(o.algorithm);
   if (!algorithm) {

@@ -125,7 +125,8 @@ CollectivePlan Network::ring(CollectiveOp op, const std::vector<std::vector<int>
   Bytes per_rank = bytes * ((nd - 1) / nd);
   switch (op) {
     case CollectiveOp::kAllReduce: per_rank = bytes * (2 * (nd - 1) / nd); steps = 2 * (nd - 1); break;
-    case CollectiveOp::kBroadcast: per_rank = bytes; break;  // pipelined chunks along the ring
+    case CollectiveOp::kBroadcast:
+    case CollectiveOp::kReduce: per_rank = bytes; break;  // pipelined chunks along the ring
     case CollectiveOp::kSendRecv:
     case CollectiveOp::kRingExchange: per_rank = bytes; steps = 1; break;
     default: break;
@@ -135,7 +136,7 @@ CollectivePlan Network::ring(CollectiveOp op, const std::vector<std::vector<int>
 }
 
 std::optional<CollectivePlan> Network::tree(CollectiveOp op, const std::vector<std::vector<int>>& groups, Bytes bytes) const {
-  if (op != CollectiveOp::kAllReduce && op != CollectiveOp::kBroadcast) return std::nullopt;
+  if (op != CollectiveOp::kAllReduce && op != CollectiveOp::kBroadcast && op != CollectiveOp::kReduce) return std::nullopt;
   // Binary tree in heap order; the double tree's two halves keep every link busy both ways.
   Flows flows;
   for (const auto& g : groups) {
@@ -259,7 +260,7 @@ std::optional<CollectivePlan> Network::parameter_server(CollectiveOp op, const s
 }
 
 std::optional<CollectivePlan> Network::reduce_broadcast(CollectiveOp op, const std::vector<int>& group, Bytes bytes) const {
-  if (op != CollectiveOp::kAllReduce && op != CollectiveOp::kBroadcast) return std::nullopt;
+  if (op != CollectiveOp::kAllReduce && op != CollectiveOp::kBroadcast && op != CollectiveOp::kReduce) return std::nullopt;
   const int root = group.front();
   Flows to_root, from_root;
   for (std::size_t i = 1; i < group.size(); ++i) {
@@ -267,8 +268,8 @@ std::optional<CollectivePlan> Network::reduce_broadcast(CollectiveOp op, const s
     from_root.emplace_back(root, group[i]);
   }
   CollectivePlan plan;
-  if (op == CollectiveOp::kAllReduce) plan.phases.push_back(phase(to_root, bytes, 1));
-  plan.phases.push_back(phase(from_root, bytes, 1));
+  if (op != CollectiveOp::kBroadcast) plan.phases.push_back(phase(to_root, bytes, 1));
+  if (op != CollectiveOp::kReduce) plan.phases.push_back(phase(from_root, bytes, 1));
   return plan;
 }
 
@@ -308,7 +309,7 @@ std::optional<CollectivePlan> Network::simple_plan(CollectiveOp op, std::span<co
   for (int gpu : gpus) by_node[cluster_->node_of(gpu)].push_back(gpu);
   const std::size_t per_node = by_node.begin()->second.size();
   const bool balanced = std::all_of(by_node.begin(), by_node.end(), [&](const auto& kv) { return kv.second.size() == per_node; });
-  if (by_node.size() == 1 || per_node == 1 || !balanced || op == CollectiveOp::kBroadcast) {
+  if (by_node.size() == 1 || per_node == 1 || !balanced || op == CollectiveOp::kBroadcast || op == CollectiveOp::kReduce) {
     return flat(op, {group}, bytes, algorithm);
   }
   std::vector<std::vector<int>> intra, inter(per_node);

@@ -8,6 +8,7 @@ std::string_view to_string(CollectiveOp op) {
     case CollectiveOp::kReduceScatter: return "reduce_scatter";
     case CollectiveOp::kAllGather: return "all_gather";
     case CollectiveOp::kBroadcast: return "broadcast";
+    case CollectiveOp::kReduce: return "reduce";
     case CollectiveOp::kAllToAll: return "all_to_all";
     case CollectiveOp::kSendRecv: return "send_recv";
     case CollectiveOp::kRingExchange: return "ring_exchange";
@@ -17,7 +18,7 @@ std::string_view to_string(CollectiveOp op) {
 
 std::optional<CollectiveOp> parse_collective_op(std::string_view text) {
   for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kReduceScatter, CollectiveOp::kAllGather,
-                          CollectiveOp::kBroadcast, CollectiveOp::kAllToAll, CollectiveOp::kSendRecv}) {
+                          CollectiveOp::kBroadcast, CollectiveOp::kReduce, CollectiveOp::kAllToAll, CollectiveOp::kSendRecv}) {
     if (text == to_string(op)) return op;
   }
   return std::nullopt;

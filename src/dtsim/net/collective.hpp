@@ -25,7 +25,7 @@
 
 namespace dtsim::net {
 
-enum class CollectiveOp { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kAllToAll, kSendRecv, kRingExchange };
+enum class CollectiveOp { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kAllToAll, kSendRecv, kRingExchange };
 std::string_view to_string(CollectiveOp op);
 std::optional<CollectiveOp> parse_collective_op(std::string_view text);
 

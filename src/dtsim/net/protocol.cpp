@@ -53,12 +53,13 @@ core::Seconds base_latency(Protocol protocol) {
 }
 
 // Share of Simple's bandwidth each protocol delivers, as NCCL's tuning model
-// states it: LL a quarter for all-reduce or across nodes (half of every
+// states it: LL a quarter for (all-)reduce or across nodes (half of every
 // 8-byte store is a flag, and polling costs the rest), a third otherwise;
 // LL128 0.92 (120 of 128 bytes are data).
 double bandwidth_factor(Protocol protocol, CollectiveOp op, bool across_nodes) {
   switch (protocol) {
-    case Protocol::kLl: return across_nodes || op == CollectiveOp::kAllReduce ? 0.25 : 1.0 / 3.0;
+    case Protocol::kLl:
+      return across_nodes || op == CollectiveOp::kAllReduce || op == CollectiveOp::kReduce ? 0.25 : 1.0 / 3.0;
     case Protocol::kLl128: return 0.92;
     default: return 1.0;
   }
