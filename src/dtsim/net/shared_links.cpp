@@ -27,9 +27,7 @@ int SharedLinks::add(double now_s, std::span<const std::pair<int, int>> flows_on
   a.rate = 0;
   a.cap = rate_cap;
   a.since_s = now_s;
-  a.live = true;
   for (auto [link, flows] : a.flows_on_link) on_link_[static_cast<std::size_t>(link)].push_back(id);
-  ++active_;
   if (a.flows_on_link.empty()) {
     // Nothing to share: it runs at its cap, or at once.
     a.rate = rate_cap;
@@ -42,8 +40,6 @@ int SharedLinks::add(double now_s, std::span<const std::pair<int, int>> flows_on
 
 void SharedLinks::remove(double now_s, int id) {
   Activity& a = activities_[static_cast<std::size_t>(id)];
-  a.live = false;
-  --active_;
   for (auto [link, flows] : a.flows_on_link) {
     auto& list = on_link_[static_cast<std::size_t>(link)];
     auto it = std::find(list.begin(), list.end(), id);

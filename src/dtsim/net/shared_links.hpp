@@ -37,8 +37,6 @@ class SharedLinks {
   [[nodiscard]] const std::vector<Change>& changed() const { return changed_; }
 
   [[nodiscard]] double rate(int id) const { return activities_[static_cast<std::size_t>(id)].rate; }
-  [[nodiscard]] double remaining(int id) const { return activities_[static_cast<std::size_t>(id)].remaining; }
-  [[nodiscard]] std::size_t active() const { return active_; }
 
  private:
   struct Activity {
@@ -47,7 +45,6 @@ class SharedLinks {
     double rate = 0;       ///< bytes per second per flow
     double cap = 0;
     double since_s = 0;    ///< when `remaining` was last brought up to date
-    bool live = false;
     bool frozen = false;   ///< scratch for the solver
     std::uint32_t mark = 0;
   };
@@ -64,7 +61,6 @@ class SharedLinks {
   std::vector<std::uint32_t> link_mark_;
   std::vector<int> scratch_links_, scratch_component_;
   std::uint32_t epoch_ = 0;
-  std::size_t active_ = 0;
 };
 
 }  // namespace dtsim::net

@@ -397,18 +397,21 @@ TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_mod
     return gpus;
   };
   // Flow-level: the group's plan with its copies' flows on the links as well.
-  auto flow_plan = [&](const plan::CommCall& c, bool reverse) {
-    const plan::CommGroup& group = graph.groups[static_cast<std::size_t>(c.group)];
-    net::CollectivePlan plan = network.plan(to_net(c.op), gpus_of(group.ranks, reverse), c.bytes);
-    for (const std::vector<int>& copy : group.copies) add_flows(plan, network.plan(to_net(c.op), gpus_of(copy, reverse), c.bytes));
+  auto with_copies = [&](net::CollectivePlan plan, const plan::CommCall& c, bool reverse) {
+    for (const std::vector<int>& copy : graph.groups[static_cast<std::size_t>(c.group)].copies) {
+      add_flows(plan, network.plan(to_net(c.op), gpus_of(copy, reverse), c.bytes));
+    }
     return plan;
   };
   for (const plan::CommCall& c : graph.calls) {
     const plan::CommGroup& group = graph.groups[static_cast<std::size_t>(c.group)];
-    costs.call.push_back(core::to_nanoseconds(network.time(network.plan(to_net(c.op), gpus_of(group.ranks, false), c.bytes))));
+    net::CollectivePlan plan = network.plan(to_net(c.op), gpus_of(group.ranks, false), c.bytes);
+    costs.call.push_back(core::to_nanoseconds(network.time(plan)));
     if (mode == NetworkMode::kFlow) {
-      costs.call_plan.push_back(flow_plan(c, false));
-      costs.reverse_plan.push_back(c.op == plan::CommOp::kSendRecv ? flow_plan(c, true) : net::CollectivePlan{});
+      const bool send = c.op == plan::CommOp::kSendRecv;
+      costs.reverse_plan.push_back(
+          send ? with_copies(network.plan(to_net(c.op), gpus_of(group.ranks, true), c.bytes), c, true) : net::CollectivePlan{});
+      costs.call_plan.push_back(with_copies(std::move(plan), c, false));
     }
   }
   if (mode == NetworkMode::kFlow) costs.link_capacity = network.link_capacity();
