@@ -26,6 +26,13 @@ std::vector<int> first(int n) {
   return v;
 }
 
+// The Simple protocol only: closed forms below count its latency per step.
+net::NetworkOptions simple_protocol() {
+  net::NetworkOptions o;
+  o.protocol = net::Protocol::kSimple;
+  return o;
+}
+
 constexpr double kNvlink = 450e9 * 0.8;  // H100 NVSwitch port at the default bus efficiency
 
 }  // namespace
@@ -77,9 +84,7 @@ TEST(Protocols, SmallBuffersRunOnFewerChannels) {
 // Reduce onto GPU 0, then broadcast from it: its switch port carries 7 buffers each way.
 TEST(Algorithms, ReduceThenBroadcastLoadsTheRoot) {
   topo::Cluster c = bundled("dgx-h100");
-  net::NetworkOptions simple;
-  simple.protocol = net::Protocol::kSimple;
-  net::Network network(c, simple);
+  net::Network network(c, simple_protocol());
   const double s = 1e9;
   const double t = network.cost(net::CollectiveOp::kAllReduce, first(8), core::Bytes(s), net::Algorithm::kReduceBroadcast).time.value();
   EXPECT_NEAR(t, 8.4e-6 + 2 * 7 * s / kNvlink + 2 * 1.4e-6, 1e-9);
@@ -88,9 +93,7 @@ TEST(Algorithms, ReduceThenBroadcastLoadsTheRoot) {
 // Push to the host CPU and pull back: each GPU's PCIe link carries S each way.
 TEST(Algorithms, ParameterServerPushesToTheHostsAndPullsBack) {
   topo::Cluster c = bundled("dgx-h100");
-  net::NetworkOptions simple;
-  simple.protocol = net::Protocol::kSimple;
-  net::Network network(c, simple);
+  net::Network network(c, simple_protocol());
   const double s = 1e9, pcie = 64e9 * 0.8;
   const double t = network.cost(net::CollectiveOp::kAllReduce, first(8), core::Bytes(s), net::Algorithm::kParameterServer).time.value();
   EXPECT_NEAR(t, 8.4e-6 + 2 * s / pcie + 2 * 1e-6, 1e-9);
@@ -100,9 +103,7 @@ TEST(Algorithms, ParameterServerPushesToTheHostsAndPullsBack) {
 // where a ring over 4 nodes moves 2·3/4·S/B.
 TEST(Algorithms, SharpMovesEachBufferOnceAcrossTheNetwork) {
   topo::Cluster c = bundled("superpod-h100", 4, true);
-  net::NetworkOptions simple;
-  simple.protocol = net::Protocol::kSimple;
-  net::Network network(c, simple);
+  net::Network network(c, simple_protocol());
   const std::vector<int> one_per_node{0, 8, 16, 24};
   const core::Bytes s(4e9);
   const double sharp = network.cost(net::CollectiveOp::kAllReduce, one_per_node, s, net::Algorithm::kSharp).time.value();
@@ -111,16 +112,14 @@ TEST(Algorithms, SharpMovesEachBufferOnceAcrossTheNetwork) {
   EXPECT_EQ(network.cost(net::CollectiveOp::kAllReduce, one_per_node, s).algorithm, net::Algorithm::kSharp);
   // Without "sharp": true the switches do not reduce, and auto never picks it.
   topo::Cluster plain = bundled("superpod-h100", 4);
-  EXPECT_NE(net::Network(plain, simple).cost(net::CollectiveOp::kAllReduce, one_per_node, s).algorithm, net::Algorithm::kSharp);
+  EXPECT_NE(net::Network(plain, simple_protocol()).cost(net::CollectiveOp::kAllReduce, one_per_node, s).algorithm, net::Algorithm::kSharp);
 }
 
 // Reduce: chunks pipelined along the ring to the root, S/B like broadcast;
 // reduce_broadcast's reduce half loads the root's port with 7 buffers.
 TEST(Algorithms, ReduceMovesTheBufferOnceAlongTheRing) {
   topo::Cluster c = bundled("dgx-h100");
-  net::NetworkOptions simple;
-  simple.protocol = net::Protocol::kSimple;
-  net::Network network(c, simple);
+  net::Network network(c, simple_protocol());
   const double s = 1e9;
   const double ring = network.cost(net::CollectiveOp::kReduce, first(8), core::Bytes(s), net::Algorithm::kRing).time.value();
   EXPECT_NEAR(ring, 8.4e-6 + s / kNvlink + 7 * 1.4e-6, 1e-9);
