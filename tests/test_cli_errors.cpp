@@ -26,7 +26,7 @@ TEST(CliErrors, MalformedJson) {
 
 TEST(CliErrors, UnknownKey) {
   expect_one_line("simulate --model " + kInputs + "unknown_key.json",
-                  kInputs + "unknown_key.json: /hidden_size: unknown key; valid keys here: experts, ffn_hidden, heads, "
+                  kInputs + "unknown_key.json: /hidden_size: unknown key; valid keys here: causal, experts, ffn_hidden, heads, "
                             "hidden, kind, kv_heads, layers, mlp, name, norm, positions, seq_len, source, tied_embeddings, "
                             "top_k, vocab");
 }
@@ -70,7 +70,7 @@ TEST(Cli, ListShowsModelsClustersDevicesAndPresets) {
 namespace {
 
 double step_time(const std::string& args) {
-  CliResult r = run_dtsim("simulate --model gpt3-1.3b --cluster dgx-h100 --strategy ddp,gbs=8 --json " + args);
+  CliResult r = run_dtsim("simulate --model gpt3-1.3b --cluster dgx-h100 --strategy ddp,gbs=64 --json " + args);
   EXPECT_EQ(r.exit_code, 0) << r.out;
   auto key = r.out.find("\"step_time_s\": ");
   return std::stod(r.out.substr(key + 15));

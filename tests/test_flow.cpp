@@ -137,7 +137,7 @@ TEST(FlowReplay, AgreesWithTheAnalyticModeWhereNothingContends) {
 // never share a link, so flow-level mode costs them as the analytic mode does;
 // data parallelism over the same NICs as the pipeline sends costs more.
 TEST(FlowReplay, DataParallelAndPipelineTrafficShareNics) {
-  driver::SimulationRequest request{"gpt3-1.3b", "roce-h100-2to1", "tp=4,pp=2,dp=2,gbs=32,mbs=1", 2, std::nullopt,
+  driver::SimulationRequest request{"gpt3-1.3b", "roce-h100-2to1", "tp=2,pp=2,dp=4,gbs=16,mbs=1", 2, std::nullopt,
                                     std::nullopt, true, {}, {}};
   const double analytic = driver::simulate(request).report.step_time.value();
   request.network = sim::NetworkMode::kFlow;
@@ -148,7 +148,7 @@ TEST(FlowReplay, DataParallelAndPipelineTrafficShareNics) {
 // One rank per stage with its groups' copies on the links predicts what
 // simulating all ranks does.
 TEST(FlowReplay, CopiesOfTheSimulatedGroupsStandForTheOtherRanks) {
-  driver::SimulationRequest request{"gpt3-1.3b", "roce-h100-2to1", "tp=4,pp=2,dp=2,gbs=32,mbs=1", 2, std::nullopt,
+  driver::SimulationRequest request{"gpt3-1.3b", "roce-h100-2to1", "tp=2,pp=2,dp=4,gbs=16,mbs=1", 2, std::nullopt,
                                     std::nullopt, false, {}, {}};
   request.network = sim::NetworkMode::kFlow;
   const double representative = driver::simulate(request).report.step_time.value();

@@ -27,7 +27,7 @@ TEST(Simulation, FullModeAgreesWithOneRankPerStageOnSymmetricInput) {
 
 TEST(Simulation, OverlapHidesGradientCommunication) {
   driver::Simulation on = run("ddp,gbs=32", 4);
-  driver::Simulation off = run("ddp,gbs=32,overlap=off", 4);
+  driver::Simulation off = run("ddp,gbs=128,overlap=off", 4);
   EXPECT_LT(on.report.breakdown.exposed_comm.dp, off.report.breakdown.exposed_comm.dp);
   EXPECT_LT(on.report.step_time, off.report.step_time);
   // Without overlap every bucket waits for the whole backward: exposed time is the sum of all-reduces.
@@ -174,7 +174,7 @@ TEST(ParameterServer, CentralStorageKeepsWeightsOnTheFirstHost) {
 }
 
 TEST(Explain, TheCriticalPathSpansTheStepAndWhatIfsAreRealResimulations) {
-  driver::SimulationRequest request{"gpt3-1.3b", "dgx-a100", "ddp,gbs=32,overlap=off", 4, {}, {}, false, {}, {}};
+  driver::SimulationRequest request{"gpt3-1.3b", "dgx-a100", "ddp,gbs=128,overlap=off", 4, {}, {}, false, {}, {}};
   driver::Simulation sim = driver::simulate(request);
   driver::Explanation why = driver::explain(sim, request);
   double path = 0;

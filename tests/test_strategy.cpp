@@ -45,7 +45,7 @@ TEST(Strategy, PresetsExpandAndLaterKeysOverride) {
 
 TEST(Strategy, BadInputIsOneLineNamingTheKey) {
   EXPECT_EQ(error_of("dp=2,pipeline=4"),
-            "--strategy: /pipeline: unknown key; valid keys: dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps, p2p_overlap, collective, protocol, placement");
+            "--strategy: /pipeline: unknown key; valid keys: dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, tp_overlap, param_overlap");
   EXPECT_EQ(error_of("dp=two"), "--strategy: /dp: expected an integer >= 1, got \"two\"");
   EXPECT_EQ(error_of("dtype=fp64"), "--strategy: /dtype: expected one of fp32, tf32, fp16, bf16, fp8, got \"fp64\"");
   EXPECT_EQ(error_of("gpus=8,dp=3"), "--strategy: /dp: expected a divisor of the 8 GPUs that leaves tp*cp*ep*pp = 1, got 3");

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "dtsim/core/data_dir.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/hw/profile.hpp"
 #include "dtsim/model/workload_loader.hpp"
@@ -16,10 +17,7 @@
 
 namespace dtsim::driver {
 
-std::filesystem::path data_dir() {
-  if (const char* env = std::getenv("DTSIM_DATA_DIR"); env && *env) return env;
-  return DTSIM_SOURCE_DIR;
-}
+std::filesystem::path data_dir() { return core::data_dir(); }
 
 std::vector<std::string> bundled(const std::string& folder) {
   std::vector<std::string> names;
@@ -123,7 +121,18 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
   device.hbm_bandwidth = device.hbm_bandwidth * w.hbm;
   efficiency.gemm_overhead = efficiency.gemm_overhead * w.latency;
   efficiency.memory_overhead = efficiency.memory_overhead * w.latency;
-  hw::CostModel cost_model(device, efficiency, profile ? profile->kernels : nullptr);
+  // Which kernel figures: a profile's own, or none when it gives roofline
+  // fractions; else the device's bundled ones. What-if studies scale them.
+  if (profile && profile->kernel_model) device.kernel_figures = profile->kernel_model;
+  if (profile && profile->has_efficiency && !profile->kernel_model) device.kernel_figures.reset();
+  if (device.kernel_figures && (w.compute != 1.0 || w.latency != 1.0)) {
+    auto scaled = std::make_shared<hw::KernelFigures>(*device.kernel_figures);
+    for (hw::GemmAnchor& a : scaled->anchors) a.rate = a.rate * w.compute;
+    scaled->gemm_launch = scaled->gemm_launch * w.latency;
+    scaled->memory_launch = scaled->memory_launch * w.latency;
+    device.kernel_figures = scaled;
+  }
+  hw::CostModel cost_model(device, efficiency, profile ? profile->kernels : nullptr, strategy.s.attention_kernel);
   net::NetworkOptions network_options;
   if (profile) network_options.measured = measured_collectives(*profile);
   network_options.algorithm = *net::parse_algorithm(strategy.s.collective);

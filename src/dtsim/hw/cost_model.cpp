@@ -3,9 +3,41 @@
 #include <algorithm>
 
 #include "dtsim/hw/kernel_calls.hpp"
+#include "dtsim/hw/kernel_model.hpp"
 #include "dtsim/hw/measured.hpp"
 
 namespace dtsim::hw {
+namespace {
+
+double operand_bytes(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::kFp8: return 1.0;
+    case Dtype::kFp32:
+    case Dtype::kTf32: return 4.0;
+    default: return 2.0;
+  }
+}
+
+// FP8 GEMMs as Transformer Engine runs them: before the forward GEMM the
+// input and the weight are cast to FP8 with an amax reduction (read 2 bytes,
+// write 1); the backward casts the output gradient and transposes the FP8
+// input and weight for the weight- and data-gradient GEMMs (read 1, write 1).
+core::Bytes fp8_cast_bytes(const model::GemmShape& s, bool backward) {
+  const double m = static_cast<double>(s.m), n = static_cast<double>(s.n), k = static_cast<double>(s.k);
+  const double batch = static_cast<double>(std::max<std::int64_t>(1, s.batch));
+  if (!backward) return core::Bytes(batch * 3.0 * (m * k + k * n));
+  return core::Bytes(batch * (3.0 * m * n + 2.0 * (m * k + k * n)));
+}
+
+}  // namespace
+
+CostModel::CostModel(Device device, Efficiency efficiency, std::shared_ptr<const MeasuredKernels> measured,
+                     std::string attention_kernel)
+    : device_(std::move(device)), efficiency_(efficiency), measured_(std::move(measured)) {
+  if (measured_ || !device_.kernel_figures) return;
+  kernels_ = std::make_shared<const KernelModel>(device_, device_.kernel_figures);
+  attention_ = kernels_->attention_kernel(attention_kernel);
+}
 
 core::Seconds CostModel::time(const OpWork& work, Dtype dtype) const {
   using core::Seconds;
@@ -15,6 +47,7 @@ core::Seconds CostModel::time(const OpWork& work, Dtype dtype) const {
     for (const KernelCall& call : kernel_calls(work)) total += measured_->time(call);
     return total;
   }
+  if (kernels_) return modelled(work, dtype);
   const core::FlopsPerSecond peak = device_.peak_for(dtype);  // the strategy checked it is not zero
   const Seconds compute = work.flops / (peak * efficiency_.gemm_fraction);
   const Seconds memory = work.bytes_moved / (device_.hbm_bandwidth * efficiency_.memory_fraction);
@@ -30,6 +63,37 @@ core::Seconds CostModel::time(const OpWork& work, Dtype dtype) const {
     default:
       return efficiency_.memory_overhead + std::max(compute, memory);
   }
+}
+
+core::Seconds CostModel::modelled(const OpWork& work, Dtype dtype) const {
+  using core::Seconds;
+  const KernelModel& km = *kernels_;
+  if (work.kind == model::OpKind::kAttention && work.fused && attention_) {
+    // The shape gives the kernel's rate; the work's FLOPs how much of it this
+    // task runs (a context-parallel block is a share of the whole).
+    const std::int64_t heads = std::max<std::int64_t>(1, work.gemm.batch / 2);
+    const double full = 4.0 * static_cast<double>(work.gemm.m) * static_cast<double>(work.gemm.n) *
+                        static_cast<double>(work.gemm.k) * static_cast<double>(heads) * (work.backward ? 2.5 : 1.0);
+    const Seconds whole = km.attention(*attention_, heads, work.gemm.m, work.gemm.k, work.causal, work.backward);
+    const Seconds launch = km.figures().gemm_launch;
+    return launch + (whole - launch) * (full > 0 ? work.flops.value() / full : 0.0);
+  }
+  if (work.kind == model::OpKind::kGemm || work.kind == model::OpKind::kAttention) {
+    // Attention's score GEMMs stay in 16 bits under FP8 (Transformer Engine's default).
+    const Dtype gemm_dtype = work.kind == model::OpKind::kAttention && dtype == Dtype::kFp8 ? Dtype::kBf16 : dtype;
+    Seconds total(0);
+    OpWork gemm_only = work;
+    gemm_only.bytes_moved = core::Bytes(0);
+    for (const KernelCall& call : kernel_calls(gemm_only)) {
+      const model::GemmShape shape{call.gemm.m, call.gemm.n, call.gemm.k, call.count};
+      total += km.gemm(shape, gemm_dtype, operand_bytes(gemm_dtype));
+      if (gemm_dtype == Dtype::kFp8) total += km.stream(fp8_cast_bytes(shape, work.backward));
+    }
+    // Unfused attention also streams its scores (softmax, mask, dropout).
+    if (work.kind == model::OpKind::kAttention) total += km.stream(work.bytes_moved);
+    return total;
+  }
+  return km.stream(work.bytes_moved);
 }
 
 }  // namespace dtsim::hw

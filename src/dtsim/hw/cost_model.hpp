@@ -1,5 +1,10 @@
 #pragma once
-/// Time of one op on one device: a roofline with efficiency.
+/// Time of one op on one device. Three ways, the first that applies:
+///  1. measured kernel tables of a calibration profile (MeasuredKernels);
+///  2. the kernel model of the device's bundled profile (KernelModel: GEMM
+///     waves and tiles anchored to the best measured GEMM rate, fused
+///     attention per kernel, streaming kernels at the reachable bandwidth);
+///  3. for devices with neither, a roofline with efficiency:
 ///
 ///   t = overhead(kind) + max(flops / (peak(dtype) * gemm_fraction),
 ///                            bytes  / (hbm_bandwidth * memory_fraction))
@@ -41,7 +46,11 @@ struct OpWork {
   core::Bytes bytes_moved;
   model::GemmShape gemm;  ///< rows already multiplied by the micro-batch, columns divided by tp
   bool fused = false;     ///< fused attention: one kernel, scores never reach HBM
+  bool backward = false;  ///< a backward pass (attention kernels differ per pass)
+  bool causal = false;    ///< attention under a causal mask: the lower triangle only
 };
+
+class KernelModel;
 
 struct MeasuredKernels;
 
@@ -52,6 +61,11 @@ class CostModel {
   /// sum of its kernel_calls() looked up in them; the roofline is not used.
   CostModel(Device device, Efficiency efficiency, std::shared_ptr<const MeasuredKernels> measured)
       : device_(std::move(device)), efficiency_(efficiency), measured_(std::move(measured)) {}
+  /// With the device's kernel figures (Device::kernel_figures) and no measured
+  /// tables, ops cost what the kernel model says; `attention_kernel` names
+  /// the fused attention kernel the strategy runs (one of the figures').
+  CostModel(Device device, Efficiency efficiency, std::shared_ptr<const MeasuredKernels> measured,
+            std::string attention_kernel);
 
   [[nodiscard]] core::Seconds time(const OpWork& work, Dtype dtype) const;
   [[nodiscard]] const Device& device() const { return device_; }
@@ -61,6 +75,10 @@ class CostModel {
   Device device_;
   Efficiency efficiency_;
   std::shared_ptr<const MeasuredKernels> measured_;
+  std::shared_ptr<const KernelModel> kernels_;
+  const struct AttentionKernel* attention_ = nullptr;
+
+  [[nodiscard]] core::Seconds modelled(const OpWork& work, Dtype dtype) const;
 };
 
 }  // namespace dtsim::hw

@@ -3,6 +3,12 @@
 #include <algorithm>
 #include <cctype>
 
+#include <fmt/format.h>
+
+#include "dtsim/core/data_dir.hpp"
+#include "dtsim/core/input_error.hpp"
+#include "dtsim/hw/profile.hpp"
+
 namespace dtsim::hw {
 namespace {
 
@@ -65,7 +71,9 @@ double activation_bytes(Dtype dtype) { return dtype == Dtype::kFp32 || dtype == 
 // TPU v4: bf16 only); such a strategy is rejected, not silently slowed.
 // Link rates are per GPU per direction: NVIDIA's "600 GB/s NVLink" for the
 // A100 is the bidirectional total, 300 GB/s each way.
-DeviceCatalog::DeviceCatalog() {
+DeviceCatalog::DeviceCatalog() : DeviceCatalog(core::data_dir() / "devices") {}
+
+DeviceCatalog::DeviceCatalog(const std::filesystem::path& devices) {
   devices_ = {
       make("V100-SXM2-32GB", "NVIDIA", {15.7, 0, 125, 0, 0}, Bytes(32 * kGiB), 900, 150, 16,
            "NVIDIA Tesla V100 datasheet (2020), SXM2: 125 TFLOP/s tensor, 900 GB/s HBM2, 300 GB/s NVLink 2"),
@@ -81,6 +89,9 @@ DeviceCatalog::DeviceCatalog() {
            "NVIDIA H200 datasheet (2024), SXM: 989 TFLOP/s bf16 dense, 141 GB HBM3e at 4.8 TB/s, 900 GB/s NVLink"),
       make("B200", "NVIDIA", {75, 1100, 2250, 2250, 4500}, Bytes(180 * kGB), 8000, 900, 64,
            "NVIDIA HGX B200 datasheet (2024): 2.25 PFLOP/s bf16 dense per GPU, 180 GB HBM3e at 8 TB/s, 1.8 TB/s NVLink 5"),
+      make("GB200", "NVIDIA", {80, 1250, 2500, 2500, 5000}, Bytes(186 * kGB), 8000, 900, 64,
+           "NVIDIA GB200 NVL72 datasheet (2024), per Blackwell GPU: 2.5 PFLOP/s bf16 dense, 186 GB HBM3e at "
+           "8 TB/s, 1.8 TB/s NVLink 5 (1,200 W configuration)"),
       make("MI300X", "AMD", {163.4, 653.7, 1307.4, 1307.4, 2614.9}, Bytes(192 * kGB), 5300, 448, 64,
            "AMD Instinct MI300X datasheet (2023): 1,307 TFLOP/s bf16 dense, 192 GB HBM3 at 5.3 TB/s, "
            "896 GB/s Infinity Fabric aggregate"),
@@ -97,6 +108,17 @@ DeviceCatalog::DeviceCatalog() {
   cpu.runtime_allowance = Bytes(0);
   cpu.concurrent_streams = false;
   cpu.needs_profile = true;
+  // A bundled profile per device carries its kernel figures, each with its source.
+  for (Device& d : devices_) {
+    const std::filesystem::path file = devices / (d.name + ".json");
+    if (!std::filesystem::is_regular_file(file)) continue;
+    Profile profile = load_profile(file);
+    if (!iequal(profile.device, d.name)) {
+      throw core::InputError(file.string(), "/device", fmt::format("expected \"{}\" (the file's name), got \"{}\"",
+                                                                  d.name, profile.device));
+    }
+    d.kernel_figures = profile.kernel_model;
+  }
 }
 
 const Device* DeviceCatalog::find(std::string_view name) const {

@@ -1,6 +1,8 @@
 #pragma once
 /// A GPU as its datasheet describes it. Peak rates are dense (no sparsity).
 #include <array>
+#include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +19,8 @@ std::string_view to_string(Dtype dtype);
 std::optional<Dtype> parse_dtype(std::string_view text);
 /// Bytes per activation and gradient element: fp8 training keeps activations in 16 bits.
 double activation_bytes(Dtype dtype);
+
+struct KernelFigures;
 
 struct Device {
   std::string name;
@@ -40,6 +44,9 @@ struct Device {
   /// No datasheet figures: peak, bandwidth and memory come from a
   /// dtsim-calibrate profile of the machine (the local CPU).
   bool needs_profile = false;
+  /// Figures of its kernels from a bundled profile (devices/<name>.json);
+  /// null where none is bundled, and the roofline of CostModel applies.
+  std::shared_ptr<const KernelFigures> kernel_figures;
 
   [[nodiscard]] core::FlopsPerSecond peak_for(Dtype dtype) const { return peak[static_cast<std::size_t>(dtype)]; }
 };
@@ -49,7 +56,10 @@ struct Device {
 /// machine, whose figures a calibration profile supplies.
 class DeviceCatalog {
  public:
+  /// The datasheets, with the kernel figures of core::data_dir()/devices.
   DeviceCatalog();
+  /// The same with the bundled profiles of `devices` (a missing folder: none).
+  explicit DeviceCatalog(const std::filesystem::path& devices);
   [[nodiscard]] const std::vector<Device>& devices() const { return devices_; }
   /// Case-insensitive lookup by name; nullptr when unknown.
   [[nodiscard]] const Device* find(std::string_view name) const;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "dtsim/core/json_reader.hpp"
+#include "dtsim/hw/kernel_figures_reader.hpp"
 
 namespace dtsim::hw {
 namespace {
@@ -95,9 +96,15 @@ Profile parse_profile(const nlohmann::json& document, const std::string& file) {
   Profile profile;
   profile.device = r.string("device");
   if (r.has("provenance")) profile.provenance = r.object("provenance").raw();
-  if (r.has("efficiency")) profile.efficiency = read_efficiency(r.object("efficiency"));
+  if (r.has("efficiency")) {
+    profile.efficiency = read_efficiency(r.object("efficiency"));
+    profile.has_efficiency = true;
+  }
   if (r.has("device_figures")) profile.figures = read_figures(r.object("device_figures"));
   if (r.has("kernels")) profile.kernels = std::make_shared<const MeasuredKernels>(read_kernels(r.object("kernels")));
+  if (r.has("kernel_model")) {
+    profile.kernel_model = std::make_shared<const KernelFigures>(read_kernel_figures(r.object("kernel_model")));
+  }
   if (r.has("collectives")) {
     for (core::JsonReader& c : r.objects("collectives")) profile.collectives.push_back(read_collective(c));
   }

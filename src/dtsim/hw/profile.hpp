@@ -19,6 +19,7 @@
 
 #include "dtsim/core/linear_fit.hpp"
 #include "dtsim/hw/cost_model.hpp"
+#include "dtsim/hw/kernel_model.hpp"
 #include "dtsim/hw/measured.hpp"
 
 namespace dtsim::hw {
@@ -41,9 +42,12 @@ struct Profile {
   std::string device;  ///< catalog name of the device it was measured on
   nlohmann::json provenance;
   Efficiency efficiency;
+  bool has_efficiency = false;  ///< the roofline with these fractions, not the device's kernel model
   std::optional<DeviceFigures> figures;
   std::shared_ptr<const MeasuredKernels> kernels;  ///< null when the profile has no kernel tables
   std::vector<MeasuredCollective> collectives;
+  /// Published kernel figures (a bundled device profile): the kernel model.
+  std::shared_ptr<const KernelFigures> kernel_model;
 };
 
 Profile load_profile(const std::filesystem::path& path);

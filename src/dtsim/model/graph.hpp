@@ -53,9 +53,19 @@ struct Op {
   /// convention of model-FLOPs accounting.
   core::Flops forward_flops;
   core::Flops backward_flops;
-  /// Tensor elements read and written by the forward and backward kernels.
+  /// Tensor elements read and written by the forward and backward kernels,
+  /// per sample (activations: they grow with the micro-batch).
   double forward_elements_moved = 0;
   double backward_elements_moved = 0;
+  /// Weight elements a GEMM reads once per micro-batch in the forward (the
+  /// backward reads them again and writes their gradient: twice that).
+  double weight_elements_moved = 0;
+  /// Unfused attention: elements of the s x s scores (all heads, per sample)
+  /// that each pass over them moves; how many passes is the framework's.
+  double score_elements = 0;
+  /// Attention with a causal mask: only the lower triangle is computed (model
+  /// FLOPs still count the whole square, as the published formulas do).
+  bool causal = false;
   double params = 0;
   SavedActivations saved;
   GemmShape gemm;

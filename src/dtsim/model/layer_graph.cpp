@@ -18,9 +18,12 @@ void set_gemm(Op& op, GemmShape shape) {
   double flops = 2.0 * static_cast<double>(shape.m * shape.n * shape.k);
   op.forward_flops = Flops(flops);
   op.backward_flops = Flops(2 * flops);
-  double moved = static_cast<double>(shape.m * shape.k + shape.k * shape.n + shape.m * shape.n);
+  // Activations per sample; the weights once per micro-batch (reading them per
+  // sample made every linear layer HBM-bound).
+  const double moved = static_cast<double>(shape.m * shape.k + shape.m * shape.n);
   op.forward_elements_moved = moved;
   op.backward_elements_moved = 2 * moved;
+  op.weight_elements_moved = static_cast<double>(shape.k * shape.n);
 }
 
 void set_memory(Op& op, OpKind kind, double moved, double saved) {

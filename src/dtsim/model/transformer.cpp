@@ -17,9 +17,11 @@ Op gemm_op(std::string name, TensorSplit split, GemmShape shape) {
   double flops = 2.0 * static_cast<double>(shape.batch * shape.m * shape.n * shape.k);
   op.forward_flops = Flops(flops);
   op.backward_flops = Flops(2 * flops);
-  double moved = static_cast<double>(shape.batch * (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n));
+  // Activations in and out per sample; the weight (k x n) once per micro-batch.
+  const double moved = static_cast<double>(shape.batch * (shape.m * shape.k + shape.m * shape.n));
   op.forward_elements_moved = moved;
   op.backward_elements_moved = 2 * moved;
+  op.weight_elements_moved = static_cast<double>(shape.batch * shape.k * shape.n);
   return op;
 }
 
@@ -58,10 +60,13 @@ void add_attention(Layer& layer, const TransformerConfig& c) {
   // Q·K^T and scores·V: two batched GEMMs per head (GQA shares K and V, not FLOPs).
   Op core = gemm_op("attn.core", TensorSplit::kSharded, {s, s, head_dim, 2 * a});
   core.kind = OpKind::kAttention;
-  double scores = static_cast<double>(a * s * s);
-  // Unfused attention writes the scores, reads them for softmax, writes and re-reads the probabilities.
-  core.forward_elements_moved += 3 * scores;
-  core.backward_elements_moved += 6 * scores;
+  core.causal = c.causal;
+  const double scores = static_cast<double>(a * s * s);
+  // Q, K, V in and the output out; the per-head "weights" of gemm_op are activations here.
+  core.forward_elements_moved = 4.0 * sh;
+  core.backward_elements_moved = 8.0 * sh;
+  core.weight_elements_moved = 0;
+  core.score_elements = scores;
   core.saved.sharded_elements = sh + static_cast<double>(s * kv_width);  // Q, K, V
   core.saved.score_elements = 2 * scores;                                 // softmax and dropout outputs
   core.saved.score_mask = Bytes(scores);                                  // dropout mask

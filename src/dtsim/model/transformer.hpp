@@ -28,6 +28,7 @@ struct TransformerConfig {
   bool learned_positions = false;  ///< GPT-2/3 and BERT add a seq_len x hidden table
   std::int64_t experts = 0;        ///< 0: dense MLP
   std::int64_t top_k = 0;
+  bool causal = true;  ///< decoders mask future tokens; encoders (BERT) attend both ways
 };
 
 /// Expects a validated config (the loaders check it): heads divide hidden,

@@ -27,6 +27,7 @@ Graph load_transformer(core::JsonReader& r, const LoadOptions& options) {
   c.learned_positions = r.choice_or("positions", {"learned", "rope"}, "learned") == "learned";
   c.experts = r.integer_or("experts", 0);
   c.top_k = r.integer_or("top_k", c.experts > 0 ? 2 : 0);
+  c.causal = r.boolean_or("causal", true);
   r.finish();
   check_transformer(c, r);
   return build_transformer(c);

@@ -21,8 +21,17 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
   const double split = (sharded || r_.s.sp ? r_.s.tp : 1) * r_.s.cp;
   hw::OpWork w;
   w.kind = op.kind;
+  w.backward = backward;
+  w.causal = op.causal;
   w.flops = (backward ? op.backward_flops : op.forward_flops) * (mbs / split);
-  w.bytes_moved = Bytes((backward ? op.backward_elements_moved : op.forward_elements_moved) * act_bytes_ * mbs / split);
+  // Activations scale with the micro-batch; weights are read once per
+  // micro-batch (and once more, with their gradient written, in the backward).
+  const double weights = op.weight_elements_moved * (backward ? 2.0 : 1.0) / (sharded ? r_.s.tp : 1);
+  w.bytes_moved = Bytes(((backward ? op.backward_elements_moved : op.forward_elements_moved) * mbs / split + weights) *
+                        act_bytes_);
+  if (op.kind == model::OpKind::kAttention && !r_.s.flash_attention) {
+    w.bytes_moved = Bytes(op.score_elements * score_passes(backward) * act_bytes_ * mbs / split);
+  }
   if (op.kind == model::OpKind::kAttention && r_.s.flash_attention) {
     // FlashAttention reads Q, K, V and writes O once; its backward recomputes
     // the scores: 5 GEMMs against the forward's 2, i.e. 2.5x the forward.
@@ -44,6 +53,17 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
   return w;
 }
 
+// Element-wise passes over the s x s scores of unfused attention, besides the
+// two GEMMs that write and read them. Megatron fuses scale, mask and softmax
+// into one kernel (read, write) and runs dropout after it (read, write); its
+// backward runs dropout's (read, write) and the fused softmax's (read the
+// probabilities and the gradient, write). PyTorch eager runs scale, mask,
+// softmax and dropout as four kernels and their backwards as four more.
+double LayerSteps::score_passes(bool backward) const {
+  if (r_.s.framework == Framework::kMegatron) return backward ? 5.0 : 4.0;
+  return backward ? 9.0 : 8.0;
+}
+
 // Activation bytes of this rank's tokens at the given width per token.
 Bytes LayerSteps::tokens_bytes(double width) const {
   return Bytes(static_cast<double>(graph_.seq_len) / r_.s.cp * width * act_bytes_ * r_.s.mbs);
@@ -62,6 +82,10 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
     current.model_flops = current.hardware_flops = Flops(0);
   };
   auto collective = [&](CommOp op, GroupKind group = GroupKind::kTp, Bytes bytes = Bytes(-1), bool overlapped = false) {
+    // Megatron-Core's --tp-comm-overlap pipelines the tensor-parallel
+    // collective with its neighbouring GEMM in chunks: the collective runs
+    // beside the next compute step.
+    if (group == GroupKind::kTp && r_.s.tp_overlap) overlapped = true;
     flush();
     out.push_back({true, op, group, overlapped, -1, bytes.value() < 0 ? tp_bytes : bytes});
   };

@@ -45,6 +45,7 @@ class LayerSteps {
   const std::vector<Step>& build(int layer, Pass pass);
   void append(std::vector<Step>& out, const model::Layer& layer, bool backward, bool recomputed);
   core::Bytes tokens_bytes(double width) const;
+  double score_passes(bool backward) const;
 
   const model::Graph& graph_;
   const ResolvedStrategy& r_;

@@ -59,6 +59,15 @@ class Lowering {
     TaskRef last_compute;
     TaskRef unfinished_send;  // with blocking transfers, the next compute waits for it
     std::vector<std::uint32_t> grad_comms;
+    // overlap=off: buckets wait for the pipeline flush, every chunk's
+    // (Megatron-LM 2021 reduced after the whole schedule, also when interleaved).
+    struct Held {
+      bool experts;
+      Bytes bytes;
+      int mb, layer;
+    };
+    std::vector<Held> held;
+    std::vector<bool> gathered;  // param_overlap: layers whose weights this step has gathered
   };
 
   // The simulated ranks sit at t = c = e = d = 0; a group's copies shift
@@ -158,6 +167,7 @@ class Lowering {
   }
 
   bool sharded_params() const { return r_.s.zero >= 3 && replicas() > 1; }
+  bool overlapped_param_gather() const { return r_.s.param_overlap && r_.s.zero >= 1 && r_.s.zero < 3 && replicas() > 1; }
   int replicas() const { return r_.s.dp * r_.s.cp * r_.s.ep; }
   // Gradient bytes of a layer's dense weights, or of its experts.
   Bytes grad_bytes(int layer, bool experts = false) const {
@@ -165,10 +175,10 @@ class Lowering {
     for (const model::Op& op : graph_.layers[static_cast<std::size_t>(layer)].ops) {
       if (op.expert == experts) params += params_on_rank(op, r_.s);
     }
-    return Bytes(params * bytes_per_param(r_.s.dtype).grads);
+    return Bytes(params * bytes_per_param(r_.s).reduce);
   }
   Bytes weight_bytes(int layer) const {
-    return grad_bytes(layer) * (bytes_per_param(r_.s.dtype).params / bytes_per_param(r_.s.dtype).grads);
+    return grad_bytes(layer) * (bytes_per_param(r_.s).gather / bytes_per_param(r_.s).reduce);
   }
   Bytes boundary_bytes() const {
     const double hidden = graph_.transformer ? static_cast<double>(graph_.transformer->hidden) : 0;
@@ -182,6 +192,17 @@ class Lowering {
   // (FSDP's prefetch); the backward issues the next one before the current
   // reduce-scatter, as FSDP's backward prefetch does.
   TaskRef gather(RankState& s, int layer, bool backward, int mb) {
+    if (overlapped_param_gather() && !backward && grad_bytes(layer).value() > 0) {
+      // Megatron-Core --overlap-param-gather: the distributed optimizer's
+      // all-gather of updated weights runs layer by layer ahead of the first
+      // forward that needs them, instead of after the step.
+      auto& done = s.gathered;
+      if (done.empty()) done.assign(graph_.layers.size(), false);
+      if (done[static_cast<std::size_t>(layer)]) return std::nullopt;
+      done[static_cast<std::size_t>(layer)] = true;
+      return comm(s, Stream::kDpComm, CommOp::kAllGather, s.dp_group, s.dp_calls++, weight_bytes(layer),
+                  Phase::kForward, mb, layer, {});
+    }
     if (!sharded_params() || grad_bytes(layer).value() <= 0) return std::nullopt;
     return comm(s, Stream::kDpComm, CommOp::kAllGather, s.dp_group, s.dp_calls++, weight_bytes(layer),
                 backward ? Phase::kBackward : Phase::kForward, mb, layer, {});
@@ -265,7 +286,6 @@ class Lowering {
   struct Bucket {
     bool experts = false;
     Bytes bytes;
-    std::vector<std::pair<int, Bytes>> held;  // waiting for the end of the backward (overlap=off)
   };
 
   void fill(RankState& s, Bucket& b, int layer, int mb, bool last_layer) {
@@ -274,7 +294,7 @@ class Lowering {
     if (r_.s.overlap) {
       s.grad_comms.push_back(reduce(s, b.experts, b.bytes, mb, layer));
     } else {
-      b.held.emplace_back(layer, b.bytes);
+      s.held.push_back({b.experts, b.bytes, mb, layer});
     }
     b.bytes = Bytes(0);
   }
@@ -293,7 +313,7 @@ class Lowering {
                   Phase::kBackward, mb, -1, {});
     }
     const std::vector<int>& layers = layers_of(s.x.p, chunk);
-    std::array<Bucket, 2> buckets{Bucket{false, Bytes(0), {}}, Bucket{true, Bytes(0), {}}};
+    std::array<Bucket, 2> buckets{Bucket{false, Bytes(0)}, Bucket{true, Bytes(0)}};
     const bool replicated = s.dp_group >= 0;
     TaskRef next_gather = layers.empty() ? std::nullopt : gather(s, layers.back(), true, mb);
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
@@ -314,9 +334,6 @@ class Lowering {
         if (!b.experts || s.expert_dp_group >= 0) fill(s, b, *it, mb, std::next(it) == layers.rend());
       }
     }
-    for (Bucket& b : buckets) {
-      for (auto [layer, bytes] : b.held) s.grad_comms.push_back(reduce(s, b.experts, bytes, mb, layer));
-    }
     if (v > 0) {
       TaskRef send = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v - 1), p2p_tag(mb, v - 1, true),
                           boundary_bytes(), Phase::kBackward, mb, -1, {s.last_compute});
@@ -324,14 +341,24 @@ class Lowering {
     }
   }
 
+  // Bytes per parameter the step streams through HBM (Megatron's and
+  // PyTorch's fused Adam alike): the fp32 gradient read for its global norm
+  // (clipping); Adam reading master weights, m, v and gradient (16) and
+  // writing the first three back (12) with, in mixed precision, the 16-bit
+  // weights (2); the gradients zeroed for the next step (4); with fp16 loss
+  // scaling, one more read to unscale and check for infinities (4).
+  double optimizer_bytes_per_param() const {
+    const bool mixed = r_.s.dtype != hw::Dtype::kFp32 && r_.s.dtype != hw::Dtype::kTf32;
+    return 4.0 + 16.0 + 12.0 + (mixed ? 2.0 : 0.0) + 4.0 + (r_.s.dtype == hw::Dtype::kFp16 ? 4.0 : 0.0);
+  }
+
   void optimizer(RankState& s, double params) {
+    for (const RankState::Held& h : s.held) s.grad_comms.push_back(reduce(s, h.experts, h.bytes, h.mb, h.layer));
     const double shards = r_.s.zero >= 1 ? r_.s.dp * r_.s.cp : 1;
     Kernel k{"optimizer.adam", {}, Flops(0), Flops(0)};
     hw::OpWork update;
     update.kind = model::OpKind::kElementwise;
-    // Adam reads master weights, m, v and the gradient and writes them back with
-    // the low-precision copy: 28 bytes per parameter in either precision.
-    update.bytes_moved = Bytes(28.0 * params / shards);
+    update.bytes_moved = Bytes(optimizer_bytes_per_param() * params / shards);
     k.ops.push_back(update);
     tg_.kernels.push_back(k);
     Task task;
@@ -344,8 +371,8 @@ class Lowering {
     task.deps_end = static_cast<std::uint32_t>(tg_.deps.size());
     tg_.tasks.push_back(task);
     s.last_compute = static_cast<std::uint32_t>(tg_.tasks.size() - 1);
-    if (r_.s.zero >= 1 && r_.s.zero < 3 && s.dp_group >= 0) {
-      Bytes weights(params * bytes_per_param(r_.s.dtype).params);
+    if (r_.s.zero >= 1 && r_.s.zero < 3 && s.dp_group >= 0 && !overlapped_param_gather()) {
+      Bytes weights(params * bytes_per_param(r_.s).gather);
       comm(s, Stream::kDpComm, CommOp::kAllGather, s.dp_group, s.dp_calls++, weights, Phase::kOptimizer, 0, -1,
            {s.last_compute});
     }

@@ -2,9 +2,10 @@
 
 namespace dtsim::plan {
 
-BytesPerParam bytes_per_param(hw::Dtype dtype) {
-  if (dtype == hw::Dtype::kFp32 || dtype == hw::Dtype::kTf32) return {4, 4, 8};
-  return {2, 2, 12};
+BytesPerParam bytes_per_param(const Strategy& s) {
+  if (s.dtype == hw::Dtype::kFp32 || s.dtype == hw::Dtype::kTf32) return {4, 4, 8, 4, 4};
+  if (s.framework == Framework::kMegatron) return {2, 4, 12, 4, 2};
+  return {4, 4, 8, s.zero >= 3 ? 2.0 : 4.0, 2};
 }
 
 double params_on_rank(const model::Op& op, const Strategy& s) {
@@ -13,7 +14,7 @@ double params_on_rank(const model::Op& op, const Strategy& s) {
 }
 
 StaticMemory static_memory(double params, const ResolvedStrategy& r, core::Bytes runtime_allowance) {
-  const BytesPerParam per = bytes_per_param(r.s.dtype);
+  const BytesPerParam per = bytes_per_param(r.s);
   const double dp = r.s.dp * r.s.cp;  // the distributed optimizer shards over dp and cp ranks
   StaticMemory m;
   m.params = core::Bytes(params * per.params / (r.s.zero >= 3 ? dp : 1.0));

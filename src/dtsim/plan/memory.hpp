@@ -13,17 +13,25 @@ namespace dtsim::plan {
 /// Hopper plus workspaces, rounded up to 1 GiB.
 inline constexpr double kContextAllowanceBytes = 1073741824.0;
 
-/// Bytes per parameter of weights, gradients and optimizer state for the
-/// dtype, before sharding. Mixed precision with Adam (Rajbhandari et al.,
-/// ZeRO): 2 + 2 + 12 = 16 bytes; fp32 with Adam: 4 + 4 + 8.
+/// Bytes per parameter of weights, gradients and optimizer state before
+/// sharding, and what the collectives move per parameter. With Adam:
+///  - fp32: 4 + 4 + 8, reduced and gathered in fp32;
+///  - 16-bit, Megatron-Core: 16-bit weights, fp32 main gradients
+///    (gradients accumulate and all-reduce in fp32), fp32 master weights and
+///    moments: 2 + 4 + 12 = 18, reduced in fp32, gathered in 16 bits;
+///  - 16-bit, PyTorch: autocast keeps the weights and gradients in fp32
+///    (4 + 4 + 8 = 16); DDP reduces the fp32 gradients, FSDP's
+///    MixedPrecision gathers and reduces in 16 bits.
 struct BytesPerParam {
   double params;
   double grads;
   double optimizer;
+  double reduce;  ///< per parameter in a gradient all-reduce or reduce-scatter
+  double gather;  ///< per parameter in a weight all-gather
 };
 // StaticMemory::other = kContextAllowanceBytes + the communication buffers
 // the lowering adds (plan/lower.cpp, communication_buffers).
-BytesPerParam bytes_per_param(hw::Dtype dtype);
+BytesPerParam bytes_per_param(const Strategy& strategy);
 
 /// Parameters a rank holds of one op: sharded ops divide by tp, experts by ep.
 double params_on_rank(const model::Op& op, const Strategy& s);

@@ -48,9 +48,9 @@ TaskGraph lower_parameter_server(const model::Graph& graph, const ResolvedStrate
   for (const model::Layer& layer : graph.layers) {
     for (const model::Op& op : layer.ops) params += params_on_rank(op, r.s);
   }
-  const BytesPerParam per = bytes_per_param(r.s.dtype);
-  // Workers pull weights and push gradients in the training dtype; each shard holds 1/shards of them.
-  const Bytes pull_bytes(params * per.params / shards), push_bytes(params * per.grads / shards);
+  const BytesPerParam per = bytes_per_param(r.s);
+  // Workers pull weights and push gradients as the framework moves them; each shard holds 1/shards of them.
+  const Bytes pull_bytes(params * per.gather / shards), push_bytes(params * per.reduce / shards);
   std::vector<int> pull_call(static_cast<std::size_t>(workers * shards)), push_call(pull_call.size());
   for (int w = 0; w < workers; ++w) {
     for (int j = 0; j < shards; ++j) {

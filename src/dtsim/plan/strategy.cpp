@@ -9,6 +9,7 @@
 
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/quantity_parse.hpp"
+#include "dtsim/hw/kernel_model.hpp"
 
 namespace dtsim::plan {
 namespace {
@@ -57,9 +58,30 @@ void megatron_layout(Strategy& s, const model::Graph& graph, const topo::Cluster
   if (s.pp == 1) s.pp = largest_divisor(t.layers, cluster.nodes());
 }
 
+// "flash" becomes the fused kernel the framework runs on this device; a named
+// kernel must be one the device's figures know. Devices without kernel
+// figures cost fused attention with the roofline, whatever its name.
+void resolve_attention_kernel(Strategy& s, const hw::Device& device) {
+  if (!s.flash_attention || !device.kernel_figures) return;
+  const hw::KernelFigures& f = *device.kernel_figures;
+  if (s.attention_kernel == "flash") {
+    s.attention_kernel = s.framework == Framework::kMegatron ? f.megatron_attention : f.pytorch_attention;
+  }
+  std::string known;
+  for (const hw::AttentionKernel& k : f.attention) {
+    if (k.name == s.attention_kernel) return;
+    known += (known.empty() ? "" : ", ") + k.name;
+  }
+  fail("attention", fmt::format("the {} has no figures for {} ({}); it has {}, or standard", device.name,
+                                s.attention_kernel, f.file, known.empty() ? "none" : known));
+}
+
 }  // namespace
 
-std::string_view strategy_keys() { return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps, p2p_overlap, collective, protocol, placement"; }
+std::string_view strategy_keys() {
+  return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, "
+         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, tp_overlap, param_overlap";
+}
 
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> table = {
@@ -76,7 +98,7 @@ const std::vector<Preset>& presets() {
       {"parameter_server", "sync=off",
        "asynchronous workers push gradients to and pull weights from one PS shard per node, on the hosts' CPUs "
        "(tf.distribute.experimental.ParameterServerStrategy)"},
-      {"megatron", "sp=on,recompute=selective",
+      {"megatron", "framework=megatron,sp=on,recompute=selective",
        "Megatron-LM: tp over the GPUs of a node, pp over nodes, dp over the rest, sequence parallel, "
        "selective recomputation"},
       {"tpu", "overlap=on", "data parallelism on a TPU torus: gradients all-reduced around the torus rings"},
@@ -176,8 +198,21 @@ Strategy parse_strategy(std::string_view text) {
       }
       s.protocol = std::string(value);
     } else if (key == "attention") {
-      if (value != "flash" && value != "standard") fail(key, fmt::format("expected flash or standard, got \"{}\"", value));
-      s.flash_attention = value == "flash";
+      const std::set<std::string_view> valid{"flash",  "standard", "flash1", "flash2", "flash3",
+                                             "flash4", "cudnn",    "ck",     "triton"};
+      if (!valid.count(value)) {
+        fail(key, fmt::format("expected flash, standard, flash1, flash2, flash3, flash4, cudnn, ck or triton, got \"{}\"", value));
+      }
+      s.flash_attention = value != "standard";
+      s.attention_kernel = std::string(value);
+    } else if (key == "framework") {
+      if (value == "megatron") s.framework = Framework::kMegatron;
+      else if (value == "pytorch") s.framework = Framework::kPytorch;
+      else fail(key, fmt::format("expected megatron or pytorch, got \"{}\"", value));
+    } else if (key == "tp_overlap") {
+      s.tp_overlap = on_off(key, value);
+    } else if (key == "param_overlap") {
+      s.param_overlap = on_off(key, value);
     } else if (key == "bucket") {
       try {
         s.bucket = core::parse_bytes(value);
@@ -208,6 +243,10 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
     fail("tpu", fmt::format("the tpu preset needs a torus cluster (intra_node kind \"torus\"); {} is not one", cluster.name()));
   }
   if (s.megatron_layout) megatron_layout(s, graph, cluster);
+  resolve_attention_kernel(s, cluster.device());
+  if (s.param_overlap && s.zero != 1 && s.zero != 2) {
+    fail("param_overlap", fmt::format("overlaps the ZeRO-1/2 parameter all-gather: expected zero=1 or 2, got zero={}", s.zero));
+  }
   const int available = s.one_node ? cluster.gpus_per_node() : cluster.gpu_count();
   const int model_parallel = s.tp * s.cp * s.ep * s.pp;
 

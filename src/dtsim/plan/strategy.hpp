@@ -18,6 +18,17 @@ namespace dtsim::plan {
 /// only the layer's input).
 enum class Recompute { kNone, kSelective, kFull };
 
+/// The training framework whose kernels and habits the strategy runs:
+///  - kMegatron: Megatron-Core with Transformer Engine: cuDNN fused attention
+///    on Hopper and later, fused scale-mask-softmax when attention is
+///    unfused, gradients accumulated and reduced in fp32 (main_grad), fp32
+///    master weights (18 bytes of state per parameter);
+///  - kPytorch: PyTorch eager (DDP, FSDP): scaled_dot_product_attention's
+///    kernel, unfused softmax as separate element-wise kernels, DDP reduces
+///    the fp32 gradients of autocast, FSDP reduces in 16 bits
+///    (MixedPrecision), 16 bytes of state per parameter.
+enum class Framework { kMegatron, kPytorch };
+
 struct Strategy {
   int dp = 0;    ///< 0: what the GPUs left over by tp and pp allow
   int tp = 1;
@@ -41,6 +52,16 @@ struct Strategy {
   /// Fused attention (FlashAttention) keeps no s x s scores and recomputes
   /// them in the backward pass; "standard" materialises them (Megatron 2021).
   bool flash_attention = true;
+  /// The fused kernel: "flash" (the framework's on this device), or one named
+  /// (flash1, flash2, flash3, flash4, cudnn, ck, triton); "standard" when unfused.
+  std::string attention_kernel = "flash";
+  Framework framework = Framework::kPytorch;
+  /// Tensor-parallel all-gathers and reduce-scatters pipelined with their
+  /// GEMMs (Megatron-Core --tp-comm-overlap): each runs beside the next compute.
+  bool tp_overlap = false;
+  /// The ZeRO-1/2 parameter all-gather split per layer and overlapped with the
+  /// forward (Megatron-Core --overlap-param-gather) instead of after the step.
+  bool param_overlap = false;
   bool one_node = false;  ///< use the first node's GPUs only (the `mirrored` preset)
   /// Parameter-server training: shards on the hosts' CPUs (0: off; -1: one per node used).
   int ps = 0;

@@ -55,6 +55,16 @@ void Cluster::add_link(VertexId a, VertexId b, LinkKind kind, core::BytesPerSeco
 
 void Cluster::set_gpu_vertex(int gpu, VertexId vertex) { gpu_vertex_.at(static_cast<std::size_t>(gpu)) = vertex; }
 
+// A NIC joins its node to the network; it never relays between two devices
+// of its own node. Without this rule two GPUs sharing a NIC are as near
+// through it (GPU, NIC, GPU over PCIe) as through their NVSwitch, and ties
+// sent half such routes over PCIe.
+bool Cluster::nic_relays_inside_node(VertexId from, VertexId to, VertexId source) const {
+  const VertexInfo& nic = (*fabric_)[from];
+  if (nic.kind != VertexKind::kNic || from == source) return false;
+  return nic.node == (*fabric_)[source].node && (*fabric_)[to].node == nic.node;
+}
+
 std::vector<int> Cluster::distances_from(int from) const {
   const VertexId source = endpoint_vertex(from);
   std::vector<int> distance(boost::num_vertices(*fabric_), -1);
@@ -67,7 +77,7 @@ std::vector<int> Cluster::distances_from(int from) const {
     if (v != source && (*fabric_)[v].kind == VertexKind::kHost) continue;
     for (auto e : boost::make_iterator_range(boost::out_edges(v, *fabric_))) {
       const VertexId u = boost::target(e, *fabric_);
-      if (distance[u] >= 0) continue;
+      if (distance[u] >= 0 || nic_relays_inside_node(v, u, source)) continue;
       distance[u] = distance[v] + 1;
       frontier.push_back(u);
     }
@@ -118,6 +128,7 @@ Route Cluster::route(int from, int to, const std::vector<int>& distance) const {
       const VertexId u = boost::target(e, *fabric_);
       if (distance[u] != distance[v] - 1) continue;
       if (u != source && (*fabric_)[u].kind == VertexKind::kHost) continue;
+      if (nic_relays_inside_node(u, v, source)) continue;
       nearer.push_back((*fabric_)[e].id ^ 1);
     }
     // A torus routes in dimension order (TPU ICI does): the lowest link id,

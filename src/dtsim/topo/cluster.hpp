@@ -117,6 +117,7 @@ class Cluster {
   std::vector<VertexId> gpu_vertex_;
   std::vector<VertexId> host_vertex_;
   [[nodiscard]] VertexId endpoint_vertex(int endpoint) const;
+  [[nodiscard]] bool nic_relays_inside_node(VertexId from, VertexId to, VertexId source) const;
 };
 
 /// Rank r runs on GPU gpu_of_rank[r].

@@ -1,0 +1,97 @@
+#include "dtsim/hw/kernel_figures_reader.hpp"
+
+#include <fmt/format.h>
+
+namespace dtsim::hw {
+namespace {
+
+double fraction(core::JsonReader& r, const std::string& key) {
+  const double v = r.number(key);
+  if (!(v > 0 && v <= 1)) r.fail(key, fmt::format("expected a fraction in (0, 1], got {}", v));
+  return v;
+}
+
+double non_negative(core::JsonReader& r, const std::string& key) {
+  const double v = r.number(key);
+  if (!(v >= 0)) r.fail(key, fmt::format("expected a number >= 0, got {}", v));
+  return v;
+}
+
+GemmAnchor read_anchor(core::JsonReader a) {
+  GemmAnchor out;
+  out.dtype = *parse_dtype(a.choice("dtype", {"fp32", "tf32", "fp16", "bf16", "fp8"}));
+  out.rate = a.flop_rate("rate");
+  if (!(out.rate.value() > 0)) a.fail("rate", "expected a positive rate like \"794.5 TFLOP/s\"");
+  out.shape = {a.count("m"), a.count("n"), a.count("k"), 1};
+  out.source = a.string("source");
+  a.finish();
+  return out;
+}
+
+AttentionKernel read_attention(core::JsonReader k) {
+  AttentionKernel out;
+  out.name = k.choice("name", {"flash1", "flash2", "flash3", "flash4", "cudnn", "ck", "triton"});
+  out.forward_utilization = fraction(k, "forward_utilization");
+  out.backward_utilization = fraction(k, "backward_utilization");
+  out.ramp_tokens = non_negative(k, "ramp_tokens");
+  out.head_dim_knee = non_negative(k, "head_dim_knee");
+  out.causal_efficiency = fraction(k, "causal_efficiency");
+  out.source = k.string("source");
+  k.finish();
+  return out;
+}
+
+}  // namespace
+
+KernelFigures read_kernel_figures(core::JsonReader r) {
+  KernelFigures f;
+  f.file = r.file();
+  f.sms = static_cast<int>(r.count("sms"));
+  r.ignore("source");
+
+  core::JsonReader gemm = r.object("gemm");
+  f.pipeline_k = static_cast<int>(gemm.integer("pipeline_k"));
+  if (f.pipeline_k < 0) gemm.fail("pipeline_k", "expected a number of k elements >= 0");
+  f.gemm_launch = gemm.duration("launch");
+  for (core::JsonReader& t : gemm.objects("tiles")) {
+    f.tiles.push_back({static_cast<int>(t.count("m")), static_cast<int>(t.count("n")), fraction(t, "efficiency")});
+    t.finish();
+  }
+  if (f.tiles.empty()) gemm.fail("tiles", "expected at least one tile");
+  for (core::JsonReader& a : gemm.objects("anchors")) {
+    GemmAnchor anchor = read_anchor(a);
+    for (const GemmAnchor& seen : f.anchors) {
+      if (seen.dtype == anchor.dtype) gemm.fail("anchors", fmt::format("two anchors for {}", to_string(anchor.dtype)));
+    }
+    f.anchors.push_back(anchor);
+  }
+  bool sixteen = false;
+  for (const GemmAnchor& a : f.anchors) sixteen |= a.dtype == Dtype::kBf16 || a.dtype == Dtype::kFp16;
+  if (!sixteen) gemm.fail("anchors", "expected a bf16 or fp16 anchor (the other dtypes scale from it)");
+  gemm.string("source");
+  gemm.finish();
+
+  core::JsonReader memory = r.object("memory");
+  f.memory_fraction = fraction(memory, "fraction");
+  f.memory_launch = memory.duration("launch");
+  memory.string("source");
+  memory.finish();
+
+  if (auto attention = r.optional_object("attention")) {
+    for (core::JsonReader& k : attention->objects("kernels")) f.attention.push_back(read_attention(k));
+    auto known = [&](const std::string& key) {
+      std::string name = attention->string(key);
+      for (const AttentionKernel& k : f.attention) {
+        if (k.name == name) return name;
+      }
+      attention->fail(key, fmt::format("expected the name of one of the kernels listed here, got \"{}\"", name));
+    };
+    f.megatron_attention = known("megatron");
+    f.pytorch_attention = known("pytorch");
+    attention->finish();
+  }
+  r.finish();
+  return f;
+}
+
+}  // namespace dtsim::hw

@@ -1,0 +1,100 @@
+#include "dtsim/hw/kernel_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace dtsim::hw {
+namespace {
+
+double ceil_div(double a, double b) { return std::ceil(a / b); }
+
+std::size_t index(Dtype d) { return static_cast<std::size_t>(d); }
+
+}  // namespace
+
+KernelModel::KernelModel(const Device& device, std::shared_ptr<const KernelFigures> figures)
+    : device_(device), figures_(std::move(figures)) {
+  // Anchor each measured dtype: the tile model must take the measured time at
+  // the measured shape. Dtypes without a measurement take the 16-bit anchor's
+  // share of the datasheet peak (the same kernels on the same SMs).
+  const GemmAnchor* sixteen = nullptr;
+  for (const GemmAnchor& a : figures_->anchors) {
+    const double flops = 2.0 * static_cast<double>(a.shape.m) * static_cast<double>(a.shape.n) *
+                         static_cast<double>(a.shape.k) * static_cast<double>(a.shape.batch);
+    core_rate_[index(a.dtype)] = tile_work(a.shape) * a.rate.value() / flops;
+    if (a.dtype == Dtype::kBf16 || (a.dtype == Dtype::kFp16 && !sixteen)) sixteen = &a;
+  }
+  if (!sixteen) return;
+  const double share = core_rate_[index(sixteen->dtype)] / device_.peak_for(sixteen->dtype).value();
+  for (Dtype d : {Dtype::kFp32, Dtype::kTf32, Dtype::kFp16, Dtype::kBf16, Dtype::kFp8}) {
+    if (core_rate_[index(d)] <= 0) core_rate_[index(d)] = share * device_.peak_for(d).value();
+  }
+}
+
+double KernelModel::tile_work(const model::GemmShape& s) const {
+  const KernelFigures& f = *figures_;
+  double best = std::numeric_limits<double>::infinity();
+  for (const GemmTile& t : f.tiles) {
+    const double tiles = ceil_div(static_cast<double>(s.m), t.m) * ceil_div(static_cast<double>(s.n), t.n) *
+                         static_cast<double>(std::max<std::int64_t>(1, s.batch));
+    const double waves = ceil_div(tiles, f.sms);
+    const double per_tile = 2.0 * t.m * t.n * static_cast<double>(s.k + f.pipeline_k) / t.efficiency;
+    best = std::min(best, waves * per_tile * f.sms);
+  }
+  return best;
+}
+
+core::FlopsPerSecond KernelModel::anchor_rate(Dtype dtype) const {
+  for (const GemmAnchor& a : figures_->anchors) {
+    if (a.dtype == dtype) return a.rate;
+  }
+  // No measurement: what the model gives at the 16-bit anchor's shape.
+  for (const GemmAnchor& a : figures_->anchors) {
+    if (a.dtype == Dtype::kBf16 || a.dtype == Dtype::kFp16) {
+      const double flops = 2.0 * static_cast<double>(a.shape.m) * static_cast<double>(a.shape.n) *
+                           static_cast<double>(a.shape.k) * static_cast<double>(a.shape.batch);
+      return core::FlopsPerSecond(flops * core_rate_[index(dtype)] / tile_work(a.shape));
+    }
+  }
+  return core::FlopsPerSecond(0);
+}
+
+core::Seconds KernelModel::gemm(const model::GemmShape& shape, Dtype dtype, double operand_bytes) const {
+  const double m = static_cast<double>(shape.m), n = static_cast<double>(shape.n), k = static_cast<double>(shape.k);
+  const double batch = static_cast<double>(std::max<std::int64_t>(1, shape.batch));
+  const double rate = core_rate_[index(dtype)];
+  const double compute = rate > 0 ? tile_work(shape) / rate : 0;
+  const double bytes = batch * ((m * k + k * n) * operand_bytes + m * n * 2.0);
+  const double memory = bytes / (device_.hbm_bandwidth.value() * figures_->memory_fraction);
+  return figures_->gemm_launch + core::Seconds(std::max(compute, memory));
+}
+
+core::Seconds KernelModel::attention(const AttentionKernel& a, std::int64_t heads, std::int64_t seq,
+                                     std::int64_t head_dim, bool causal, bool backward) const {
+  const double s = static_cast<double>(seq), d = static_cast<double>(head_dim);
+  const double forward_flops = 4.0 * s * s * d * static_cast<double>(heads) * (causal ? 0.5 : 1.0);
+  const double flops = forward_flops * (backward ? 2.5 : 1.0);
+  const double keys = causal ? s / 2 : s;
+  const double head = (d / (d + a.head_dim_knee)) / (128.0 / (128.0 + a.head_dim_knee));
+  const double utilization = (backward ? a.backward_utilization : a.forward_utilization) * head *
+                             keys / (keys + a.ramp_tokens) * (causal ? a.causal_efficiency : 1.0);
+  // Attention keeps its softmax in 16 bits even when GEMMs run in FP8 (Transformer Engine's default).
+  const double peak = device_.peak_for(Dtype::kBf16).value() > 0 ? device_.peak_for(Dtype::kBf16).value()
+                                                                   : device_.peak_for(Dtype::kFp16).value();
+  return figures_->gemm_launch + core::Seconds(flops / (peak * utilization));
+}
+
+core::Seconds KernelModel::stream(core::Bytes bytes) const {
+  if (bytes.value() <= 0) return core::Seconds(0);
+  return figures_->memory_launch + bytes / (device_.hbm_bandwidth * figures_->memory_fraction);
+}
+
+const AttentionKernel* KernelModel::attention_kernel(const std::string& name) const {
+  for (const AttentionKernel& a : figures_->attention) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+}  // namespace dtsim::hw

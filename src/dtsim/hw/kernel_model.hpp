@@ -1,0 +1,110 @@
+#pragma once
+/// A device's kernels costed from its published kernel measurements, without
+/// running them: a GEMM from its shape, fused attention from its sequence,
+/// head size and mask, a streaming kernel from its bytes. The figures live in
+/// the device's bundled profile (`devices/<device>.json`, the `kernel_model`
+/// section), each with its source; a calibration profile's measured tables
+/// replace them.
+///
+/// GEMM. cuBLAS runs a GEMM as output tiles of Tm x Tn, one per SM at a
+/// time, in waves: ceil(tiles / SMs) of them. Each tile costs its k loop plus
+/// a fixed pipeline fill and epilogue worth `pipeline_k` more iterations. The
+/// heuristic picks the tile (large tiles run nearer the peak, small ones waste
+/// less at the edges) that finishes first:
+///
+///   t = launch + max(min_T waves_T * 2*Tm*Tn*(k + pipeline_k) / (per_sm_rate * eff_T),
+///                    bytes / (HBM * memory_fraction))
+///
+/// per_sm_rate is set so that the model reproduces the device's best measured
+/// GEMM rate (maximum achievable matmul FLOP/s) at the shape that reached it:
+/// the published figure, not a fraction of the datasheet peak.
+///
+/// Fused attention (FlashAttention, cuDNN). Each query block streams the key
+/// blocks; fixed per-block costs make short sequences slower, small heads
+/// feed the tensor cores worse, and a causal mask halves the work (only the
+/// lower triangle) with some loss on the diagonal blocks:
+///
+///   rate = peak16 * U_pass * d/(d+d0) / (128/(128+d0)) * s_eff/(s_eff + ramp) * (causal ? c : 1)
+///
+/// with s_eff the keys a query block sees on average (s, or s/2 causal). The
+/// backward does 2.5x the forward's FLOPs at its own utilization.
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dtsim/core/units.hpp"
+#include "dtsim/hw/device.hpp"
+#include "dtsim/model/graph.hpp"
+
+namespace dtsim::hw {
+
+struct GemmTile {
+  int m = 128;
+  int n = 128;
+  double efficiency = 1.0;  ///< rate relative to the largest tile's
+};
+
+/// One GEMM rate measurement the model is anchored to.
+struct GemmAnchor {
+  Dtype dtype = Dtype::kBf16;
+  core::FlopsPerSecond rate;
+  model::GemmShape shape;
+  std::string source;
+};
+
+struct AttentionKernel {
+  std::string name;                 ///< flash1, flash2, flash3, flash4, cudnn, ck
+  double forward_utilization = 0;   ///< of the 16-bit dense peak: long sequences, head size 128, no mask
+  double backward_utilization = 0;
+  double ramp_tokens = 0;           ///< keys per query block at which fixed costs halve the rate
+  double head_dim_knee = 0;         ///< d0 above
+  double causal_efficiency = 1.0;
+  std::string source;
+};
+
+struct KernelFigures {
+  int sms = 0;
+  int pipeline_k = 0;
+  std::vector<GemmTile> tiles;
+  std::vector<GemmAnchor> anchors;  ///< at most one per dtype
+  core::Seconds gemm_launch;
+  core::Seconds memory_launch;
+  double memory_fraction = 0.85;    ///< of the HBM datasheet rate a streaming kernel reaches
+  std::vector<AttentionKernel> attention;
+  std::string megatron_attention;   ///< the fused kernel Megatron-Core / Transformer Engine runs here
+  std::string pytorch_attention;    ///< the one PyTorch's scaled_dot_product_attention runs here
+  std::string file;                 ///< where the figures were read
+};
+
+class KernelModel {
+ public:
+  KernelModel(const Device& device, std::shared_ptr<const KernelFigures> figures);
+
+  /// One GEMM (m x k by k x n, `shape.batch` of them): operands of
+  /// `operand_bytes` each, a 16-bit output.
+  [[nodiscard]] core::Seconds gemm(const model::GemmShape& shape, Dtype dtype, double operand_bytes) const;
+  /// One fused attention pass over `heads` (batch x heads of this rank) of
+  /// seq x head_dim; `backward` costs the backward kernel.
+  [[nodiscard]] core::Seconds attention(const AttentionKernel& kernel, std::int64_t heads, std::int64_t seq,
+                                        std::int64_t head_dim, bool causal, bool backward) const;
+  /// A streaming (memory-bound) kernel over `bytes`.
+  [[nodiscard]] core::Seconds stream(core::Bytes bytes) const;
+
+  /// nullptr when the device has no such kernel (FlashAttention-3 on an A100).
+  [[nodiscard]] const AttentionKernel* attention_kernel(const std::string& name) const;
+  /// The GEMM rate the model was anchored to for `dtype`: measured, or derived
+  /// from the 16-bit anchor in proportion to the datasheet peaks.
+  [[nodiscard]] core::FlopsPerSecond anchor_rate(Dtype dtype) const;
+  [[nodiscard]] const KernelFigures& figures() const { return *figures_; }
+
+ private:
+  [[nodiscard]] double tile_work(const model::GemmShape& shape) const;  ///< FLOPs-equivalent at the per-SM rate of 1
+
+  Device device_;
+  std::shared_ptr<const KernelFigures> figures_;
+  std::array<double, kDtypeCount> core_rate_{};  ///< FLOP/s the tile model runs at, per dtype
+};
+
+}  // namespace dtsim::hw

@@ -1,0 +1,194 @@
+#include "published_runs.hpp"
+
+#include <cmath>
+#include <fstream>
+
+#include <fmt/format.h>
+
+namespace dtsim::validation {
+namespace {
+
+using nlohmann::json;
+
+json load(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+json transformer(const std::string& name, int layers, int hidden, int heads, int ffn, int vocab, int seq,
+                 const std::string& positions) {
+  return json{{"name", name},   {"kind", "transformer"}, {"layers", layers}, {"hidden", hidden},
+              {"heads", heads}, {"ffn_hidden", ffn},     {"vocab", vocab},   {"seq_len", seq},
+              {"positions", positions}};
+}
+
+std::string sp_if_tp(int tp) { return tp > 1 ? ",sp=on" : ""; }
+
+// Megatron-Core r0.8 on H100 (the Megatron-LM README's table): the flags the
+// README names are the strategy's; mbs, SP, VP and recomputation are not stated.
+void megatron_core(const json& c, std::vector<Case>& out) {
+  const json& m = c["model"];
+  const json& p = c["parallel"];
+  const int layers = m["layers"], hidden = m["hidden"], heads = m["heads"], vocab = m["vocab"], seq = m["seq_len"];
+  const json model = transformer(c["id"], layers, hidden, heads, 4 * hidden, vocab, seq, "rope");
+  auto add = [&](const std::string& id, int tp, int pp, int gpus, int gbs, Metric metric, double measured) {
+    Case k;
+    k.id = id;
+    k.source = "megatron-core-h100";
+    k.generation = "H100";
+    k.model = model;
+    k.cluster = "dgx-h100";
+    k.gpus = gpus;
+    k.nodes = gpus / 8;
+    k.strategy = fmt::format("framework=megatron,tp={},pp={},dp={},gbs={},mbs=1,dtype=bf16,zero=1,overlap=on,param_overlap=on,tp_overlap=on,"
+                             "attention=flash{}",
+                             tp, pp, gpus / (tp * pp), gbs, sp_if_tp(tp));
+    k.metric = metric;
+    k.measured = measured;
+    out.push_back(k);
+  };
+  if (c["id"].get<std::string>().find("strong_scaling") != std::string::npos) {
+    // Only the two ends are printed; the layout is the weak-scaling row's (tp 8, pp 6).
+    add(std::string(c["id"]) + "@96", 8, 6, 96, p["global_batch"], Metric::kMegatronMfu, c["measured"]["mfu_at_96_gpus"]);
+    add(std::string(c["id"]) + "@4608", 8, 6, 4608, p["global_batch"], Metric::kMegatronMfu,
+        c["measured"]["mfu_at_4608_gpus"]);
+    return;
+  }
+  add(c["id"], p["tp"], p["pp"], c["hardware"]["num_gpus"], p["global_batch"], Metric::kMegatronTflops,
+      c["measured"]["tflops_per_gpu"]);
+}
+
+// Megatron-LM's September 2020 README: GPT-2 style models, fp16, activation
+// checkpointing and unfused attention as its scripts ran them, the batch per
+// GPU equal to the global batch over data-parallel ranks (no accumulation).
+void megatron_2020(const json& c, std::vector<Case>& out) {
+  const json& m = c["model"];
+  const json& p = c["parallel"];
+  const int tp = p["tp"], dp = p["dp"], gbs = p["global_batch"];
+  const bool v100 = c["hardware"]["gpu"].get<std::string>().find("V100") != std::string::npos;
+  Case k;
+  k.id = c["id"];
+  k.source = "megatron-lm-2020";
+  k.generation = v100 ? "V100" : "A100";
+  k.model = transformer(c["id"], m["layers"], m["hidden"], m["heads"], m["ffn_hidden"], m["vocab"], m["seq_len"],
+                        "learned");
+  k.cluster = v100 ? "dgx2-v100" : "dgx-a100-40gb";
+  k.gpus = tp * dp;
+  k.nodes = std::max(1, k.gpus / (v100 ? 16 : 8));
+  k.strategy = fmt::format("framework=megatron,tp={},dp={},gbs={},mbs={},dtype=fp16,recompute=full,"
+                           "attention=standard,overlap=off",
+                           tp, dp, gbs, gbs / dp);
+  k.metric = Metric::kIterationTime;
+  k.measured = c["measured"]["iteration_time_s"];
+  out.push_back(k);
+}
+
+// llm-foundry's MPT table: PyTorch FSDP FULL_SHARD, the stated micro-batch,
+// accumulation and checkpointing; FlashAttention; ALiBi has no position table.
+void llm_foundry(const json& c, std::vector<Case>& out) {
+  const json& m = c["model"];
+  const json& p = c["parallel"];
+  const std::string gpu = c["hardware"]["gpu"];
+  Case k;
+  k.id = c["id"];
+  k.source = "llm-foundry-mpt";
+  k.generation = gpu.find("h100") != std::string::npos ? "H100" : "A100";
+  k.model = transformer(c["id"], m["layers"], m["hidden"], m["heads"], m["ffn_hidden"], m["vocab"], m["seq_len"], "rope");
+  k.cluster = k.generation == "H100" ? "dgx-h100" : gpu == "a100_40gb" ? "dgx-a100-40gb" : "dgx-a100";
+  k.gpus = c["hardware"]["num_gpus"];
+  k.nodes = k.gpus / 8;
+  const bool full = p["recompute"].get<std::string>().find("full") != std::string::npos;
+  k.strategy = fmt::format("framework=pytorch,dp={},zero=3,mbs={},gbs={},dtype=bf16,attention=triton,recompute={}",
+                           k.gpus, p["microbatch"].get<int>(), p["global_batch"].get<int>(), full ? "full" : "none");
+  k.metric = Metric::kTokensPerGpu;
+  k.measured = c["measured"]["tokens_per_sec_per_gpu"];
+  out.push_back(k);
+}
+
+// FlashAttention-2's Table 1: GPT-3 1.3B and 2.7B on 8 A100 80GB; the batch
+// layout is not stated: data parallel over 8 GPUs, 16k tokens per micro-batch.
+void flash_attention_2(const json& c, std::vector<Case>& out) {
+  const json& m = c["model"];
+  const std::string impl = c["measured"]["attention_impl"];
+  const int seq = m["seq_len"], hidden = m["hidden"];
+  Case k;
+  k.id = c["id"];
+  k.source = "flashattention-2";
+  k.generation = "A100";
+  k.model = transformer(c["id"], m["layers"], hidden, m["heads"], 4 * hidden, 50257, seq, "learned");
+  k.cluster = "dgx-a100";
+  k.gpus = 8;
+  k.nodes = 1;
+  const int mbs = std::max(1, 16384 / seq);
+  const std::string attention = impl == "no_flashattention" ? "standard" : impl == "flashattention1" ? "flash1" : "flash2";
+  k.strategy = fmt::format("framework=pytorch,dp=8,mbs={},gbs={},dtype=bf16,attention={}", mbs, 8 * mbs * 4, attention);
+  k.metric = Metric::kFa2Tflops;
+  k.measured = c["measured"]["tflops_per_gpu"];
+  out.push_back(k);
+}
+
+// Megatron-LM SC'21 Table 1 (A100 80GB, Selene): fp16, micro-batch 1, full
+// recomputation, unfused attention, all-reduce after the backward, blocking
+// pipeline sends, interleaving 2 where layers/pp is even (not stated per row).
+void megatron_sc21(const json& table, std::vector<Case>& out) {
+  const int seq = table["common"]["seq_len"], vocab = table["common"]["vocab"];
+  for (const json& row : table["rows"]) {
+    const int layers = row["layers"], hidden = row["hidden"], tp = row["tp"], pp = row["pp"], gpus = row["gpus"];
+    const int vpp = pp > 1 && (layers / pp) % 2 == 0 ? 2 : 1;
+    Case k;
+    k.id = fmt::format("sc21_{}B", row["params_b"].get<double>());
+    k.source = "megatron-sc21";
+    k.generation = "A100";
+    k.model = transformer(k.id, layers, hidden, row["heads"], 4 * hidden, vocab, seq, "learned");
+    k.cluster = "superpod-a100";
+    k.gpus = gpus;
+    k.nodes = gpus / 8;
+    k.strategy = fmt::format("framework=megatron,tp={},pp={},gbs={},mbs=1,dtype=fp16,recompute=full,attention=standard,"
+                             "overlap=off,p2p_overlap=off{}",
+                             tp, pp, row["global_batch"].get<int>(), vpp > 1 ? fmt::format(",vpp={}", vpp) : "");
+    k.metric = Metric::kSc21Tflops;
+    k.measured = row["tflops_per_gpu"];
+    out.push_back(k);
+  }
+}
+
+}  // namespace
+
+std::filesystem::path shared_validation_dir() {
+  return std::filesystem::path(DTSIM_SOURCE_DIR) / ".." / "shared" / "validation";
+}
+
+const std::vector<Source>& sources() {
+  static const std::vector<Source> all = {
+      {"megatron-core-h100", "bf16; micro-batch 1; sequence parallel with tp; no recomputation; no interleaving; "
+                             "distributed optimizer (zero=1); GPT with 4h MLP, GeLU, RoPE"},
+      {"megatron-lm-2020", "batch per GPU = global/dp (no accumulation); full recomputation; unfused attention; "
+                           "all-reduce after the backward; DGX-2 V100 as 16 V100-SXM2 on NVSwitch"},
+      {"llm-foundry-mpt", "attention in Triton (the source: flash/triton); ALiBi as no position table; A100 80GB nodes as dgx-a100 "
+                          "(the source: 1600 Gb/s RoCE per node)"},
+      {"flashattention-2", "data parallel over 8 GPUs; 16k tokens per micro-batch; 4 micro-batches per step; "
+                           "GPT-3 vocabulary 50257; learned positions"},
+      {"megatron-sc21", "interleaving 2 where layers/pp is even, else 1 (not stated per row)"},
+  };
+  return all;
+}
+
+std::vector<Case> end_to_end_cases() {
+  std::vector<Case> out;
+  const auto runs = shared_validation_dir() / "published-runs.json";
+  const auto sc21 = shared_validation_dir() / "megatron-sc21-table1.json";
+  if (!std::filesystem::exists(runs) || !std::filesystem::exists(sc21)) return out;
+  const json published = load(runs);  // kept alive for the loop: operator[] on a temporary would dangle
+  for (const json& c : published["cases"]) {
+    if (c["category"] != "end_to_end_training") continue;
+    const std::string id = c["id"];
+    if (id.rfind("megatron_readme_h100", 0) == 0) megatron_core(c, out);
+    else if (id.rfind("megatron2020", 0) == 0) megatron_2020(c, out);
+    else if (id.rfind("mpt_", 0) == 0) llm_foundry(c, out);
+    else if (id.rfind("fa2_t1", 0) == 0) flash_attention_2(c, out);
+  }
+  megatron_sc21(load(sc21), out);
+  return out;
+}
+
+}  // namespace dtsim::validation

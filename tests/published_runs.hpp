@@ -1,0 +1,51 @@
+#pragma once
+// How each end-to-end case of ../shared/validation/published-runs.json (and
+// the Megatron SC'21 table) becomes a dtsim prediction: the model, the
+// cluster, the strategy, and the metric the source printed. What a source
+// states is taken from the case; what it does not state is an assumption,
+// named in `Source::assumed` and printed with the table.
+//
+// Shared by the validation test and `bench/` so both predict the same thing.
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dtsim::validation {
+
+enum class Metric {
+  kMegatronTflops,   ///< Megatron-LM's num_floating_point_operations / time / GPUs (no recompute counted)
+  kSc21Tflops,       ///< SC'21 eq. 3 (counts the recomputed forward)
+  kIterationTime,    ///< seconds per step, as printed
+  kTokensPerGpu,     ///< tokens per second per GPU
+  kFa2Tflops,        ///< FlashAttention-2 Table 1: (6·s·N + 12·l·h·s²) per sequence
+  kMegatronMfu,      ///< kMegatronTflops over the bf16 dense peak
+};
+
+struct Case {
+  std::string id;
+  std::string source;      ///< short name of the source, the table's grouping
+  std::string generation;  ///< V100, A100, H100
+  nlohmann::json model;    ///< a dtsim transformer workload
+  std::string cluster;     ///< bundled topology
+  int nodes = 1;
+  int gpus = 1;
+  std::string strategy;
+  Metric metric = Metric::kIterationTime;
+  double measured = 0;  ///< in the metric's unit
+};
+
+struct Source {
+  std::string name;
+  std::string assumed;  ///< what the source does not state and dtsim assumes
+};
+
+std::filesystem::path shared_validation_dir();
+const std::vector<Source>& sources();
+/// Every end-to-end case of published-runs.json and every SC'21 row; empty
+/// when ../shared is not beside the checkout.
+std::vector<Case> end_to_end_cases();
+
+}  // namespace dtsim::validation
