@@ -108,6 +108,22 @@ struct ValidateOptions {
 void add_validate(CLI::App& app, ValidateOptions& options);
 int run_validate(const ValidateOptions& options, const std::vector<std::string>& args, std::ostream& out);
 
+struct KernelOptions {
+  std::string kind;  ///< gemm, attention, memory
+  std::string device;
+  std::optional<std::int64_t> m, n, k, seq, heads;
+  std::optional<std::int64_t> batch = 1, head_dim = 128;
+  std::string dtype = "bf16";
+  bool causal = false;
+  bool backward = false;
+  std::string kernel;  ///< empty: the device's PyTorch default
+  std::string bytes;
+  std::optional<std::string> profile;
+  bool json = false;
+};
+void add_kernel(CLI::App& app, KernelOptions& options);
+int run_kernel(const KernelOptions& options, std::ostream& out);
+
 void add_list(CLI::App& app);
 int run_list(std::ostream& out);
 

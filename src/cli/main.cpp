@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   dtsim::cli::add_run(app, run);
   dtsim::cli::ValidateOptions validate;
   dtsim::cli::add_validate(app, validate);
+  dtsim::cli::KernelOptions kernel;
+  dtsim::cli::add_kernel(app, kernel);
   dtsim::cli::add_list(app);
   try {
     app.parse(argc, argv);
@@ -43,6 +45,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("compare")) return dtsim::cli::run_compare(compare, std::cout);
     if (app.got_subcommand("search")) return dtsim::cli::run_search(search, std::cout);
     if (app.got_subcommand("plan")) return dtsim::cli::run_plan(plan, std::cout);
+    if (app.got_subcommand("kernel")) return dtsim::cli::run_kernel(kernel, std::cout);
     const std::vector<std::string> args(argv, argv + argc);
     if (app.got_subcommand("run")) return dtsim::cli::run_run(run, args, std::cout);
     if (app.got_subcommand("validate")) return dtsim::cli::run_validate(validate, args, std::cout);

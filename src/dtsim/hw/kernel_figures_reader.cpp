@@ -58,6 +58,7 @@ KernelFigures read_kernel_figures(core::JsonReader r) {
     t.finish();
   }
   if (f.tiles.empty()) gemm.fail("tiles", "expected at least one tile");
+  if (gemm.has("stream_k_efficiency")) f.stream_k_efficiency = fraction(gemm, "stream_k_efficiency");
   for (core::JsonReader& a : gemm.objects("anchors")) {
     GemmAnchor anchor = read_anchor(a);
     for (const GemmAnchor& seen : f.anchors) {

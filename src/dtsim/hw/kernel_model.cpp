@@ -15,20 +15,25 @@ std::size_t index(Dtype d) { return static_cast<std::size_t>(d); }
 
 KernelModel::KernelModel(const Device& device, std::shared_ptr<const KernelFigures> figures)
     : device_(device), figures_(std::move(figures)) {
-  // Anchor each measured dtype: the tile model must take the measured time at
-  // the measured shape. Dtypes without a measurement take the 16-bit anchor's
-  // share of the datasheet peak (the same kernels on the same SMs).
+  // Anchor each measured dtype: the model must take the measured time, launch
+  // included, at the measured shape. Dtypes without a measurement take the
+  // 16-bit anchor's share of the datasheet peak (the same kernels on the same SMs).
   const GemmAnchor* sixteen = nullptr;
   for (const GemmAnchor& a : figures_->anchors) {
     const double flops = 2.0 * static_cast<double>(a.shape.m) * static_cast<double>(a.shape.n) *
                          static_cast<double>(a.shape.k) * static_cast<double>(a.shape.batch);
-    core_rate_[index(a.dtype)] = tile_work(a.shape) * a.rate.value() / flops;
+    const double busy = flops / a.rate.value() - figures_->gemm_launch.value();
+    const double busy_time = busy > 0 ? busy : flops / a.rate.value();
+    core_rate_[index(a.dtype)] = tile_work(a.shape) / busy_time;
+    ceiling_[index(a.dtype)] = flops / busy_time;  // the kernel's rate once launched
     if (a.dtype == Dtype::kBf16 || (a.dtype == Dtype::kFp16 && !sixteen)) sixteen = &a;
   }
   if (!sixteen) return;
   const double share = core_rate_[index(sixteen->dtype)] / device_.peak_for(sixteen->dtype).value();
+  const double ceiling_share = ceiling_[index(sixteen->dtype)] / device_.peak_for(sixteen->dtype).value();
   for (Dtype d : {Dtype::kFp32, Dtype::kTf32, Dtype::kFp16, Dtype::kBf16, Dtype::kFp8}) {
     if (core_rate_[index(d)] <= 0) core_rate_[index(d)] = share * device_.peak_for(d).value();
+    if (ceiling_[index(d)] <= 0) ceiling_[index(d)] = ceiling_share * device_.peak_for(d).value();
   }
 }
 
@@ -42,6 +47,14 @@ double KernelModel::tile_work(const model::GemmShape& s) const {
     const double per_tile = 2.0 * t.m * t.n * static_cast<double>(s.k + f.pipeline_k) / t.efficiency;
     best = std::min(best, waves * per_tile * f.sms);
   }
+  // Stream-K: the k loops of all tiles split evenly over the SMs, no wave
+  // tail, at the cost of fixing up partial tiles.
+  if (f.stream_k_efficiency > 0) {
+    const GemmTile& t = f.tiles.front();
+    const double padded = ceil_div(static_cast<double>(s.m), t.m) * t.m * ceil_div(static_cast<double>(s.n), t.n) * t.n;
+    best = std::min(best, 2.0 * padded * static_cast<double>(std::max<std::int64_t>(1, s.batch)) *
+                              static_cast<double>(s.k + f.pipeline_k) / (t.efficiency * f.stream_k_efficiency));
+  }
   return best;
 }
 
@@ -54,7 +67,7 @@ core::FlopsPerSecond KernelModel::anchor_rate(Dtype dtype) const {
     if (a.dtype == Dtype::kBf16 || a.dtype == Dtype::kFp16) {
       const double flops = 2.0 * static_cast<double>(a.shape.m) * static_cast<double>(a.shape.n) *
                            static_cast<double>(a.shape.k) * static_cast<double>(a.shape.batch);
-      return core::FlopsPerSecond(flops * core_rate_[index(dtype)] / tile_work(a.shape));
+      return core::FlopsPerSecond(flops / gemm(a.shape, dtype, 2.0).value());
     }
   }
   return core::FlopsPerSecond(0);
@@ -64,7 +77,9 @@ core::Seconds KernelModel::gemm(const model::GemmShape& shape, Dtype dtype, doub
   const double m = static_cast<double>(shape.m), n = static_cast<double>(shape.n), k = static_cast<double>(shape.k);
   const double batch = static_cast<double>(std::max<std::int64_t>(1, shape.batch));
   const double rate = core_rate_[index(dtype)];
-  const double compute = rate > 0 ? tile_work(shape) / rate : 0;
+  // No shape runs faster than the best one a search over shapes found.
+  const double flops = 2.0 * m * n * k * batch;
+  const double compute = rate > 0 ? std::max(tile_work(shape) / rate, flops / ceiling_[index(dtype)]) : 0;
   const double bytes = batch * ((m * k + k * n) * operand_bytes + m * n * 2.0);
   const double memory = bytes / (device_.hbm_bandwidth.value() * figures_->memory_fraction);
   return figures_->gemm_launch + core::Seconds(std::max(compute, memory));

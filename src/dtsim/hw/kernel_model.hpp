@@ -15,9 +15,12 @@
 ///   t = launch + max(min_T waves_T * 2*Tm*Tn*(k + pipeline_k) / (per_sm_rate * eff_T),
 ///                    bytes / (HBM * memory_fraction))
 ///
+/// or, where the library has it, stream-K (every tile's k loop split evenly
+/// over the SMs, no wave tail, partial tiles fixed up at `stream_k_efficiency`).
 /// per_sm_rate is set so that the model reproduces the device's best measured
 /// GEMM rate (maximum achievable matmul FLOP/s) at the shape that reached it:
-/// the published figure, not a fraction of the datasheet peak.
+/// the published figure, not a fraction of the datasheet peak; no shape runs
+/// faster than that figure, the best of a search over shapes.
 ///
 /// Fused attention (FlashAttention, cuDNN). Each query block streams the key
 /// blocks; fixed per-block costs make short sequences slower, small heads
@@ -68,6 +71,7 @@ struct KernelFigures {
   int sms = 0;
   int pipeline_k = 0;
   std::vector<GemmTile> tiles;
+  double stream_k_efficiency = 0;   ///< 0: the library runs no stream-K schedule
   std::vector<GemmAnchor> anchors;  ///< at most one per dtype
   core::Seconds gemm_launch;
   core::Seconds memory_launch;
@@ -105,6 +109,7 @@ class KernelModel {
   Device device_;
   std::shared_ptr<const KernelFigures> figures_;
   std::array<double, kDtypeCount> core_rate_{};  ///< FLOP/s the tile model runs at, per dtype
+  std::array<double, kDtypeCount> ceiling_{};    ///< the best measured rate (launch aside), which no shape exceeds
 };
 
 }  // namespace dtsim::hw
