@@ -138,3 +138,26 @@ TEST(CliPlan, WritesAChartAndRejectsUnknownDevices) {
   EXPECT_NE(bad.out.find("dtsim: --devices: expected devices among"), std::string::npos) << bad.out;
 }
 }  // namespace
+
+namespace {
+// A named algorithm that cannot run is an error, not a silent ring (issue 12).
+TEST(CliErrors, AnAlgorithmTheClusterCannotRunIsNamed) {
+  expect_one_line("collective --cluster dgx-a100 --algorithm nvls --sizes 1MiB:2MiB",
+                  "--algorithm: nvls cannot run all_reduce on 8 GPUs of dgx-a100: it needs an all_reduce within one "
+                  "node whose intra_node has \"nvls\": true");
+  expect_one_line("simulate --model gpt3-1.3b --cluster dgx-a100 --strategy ddp,collective=sharp",
+                  "--strategy: /collective: cluster dgx-a100 cannot run sharp: it needs an all_reduce over a fabric "
+                  "whose inter_node has \"sharp\": true");
+}
+
+TEST(CliErrors, AnAttentionKernelTheDeviceLacksIsNamed) {
+  expect_one_line("simulate --model gpt3-1.3b --cluster dgx-a100 --strategy ddp,attention=flash3",
+                  "--strategy: /attention: the A100-SXM-80GB has no figures for flash3 (" + std::string(DTSIM_SOURCE_DIR) +
+                      "/devices/A100-SXM-80GB.json); it has flash2, flash1, triton, or standard");
+  expect_one_line("kernel gemm --device H100-SXM --m 0 --n 8 --k 8", "--m: expected a positive integer, got 0");
+  expect_one_line("kernel gemm --device H100-SXM --n 8 --k 8", "--m: missing: gemm needs it");
+  expect_one_line("kernel gemm --device L40S --m 8 --n 8 --k 8",
+                  "--device: no kernel figures for the L40S (no devices/L40S.json); simulate costs it with the roofline");
+  expect_one_line("kernel conv --device H100-SXM", "kind: expected gemm, attention or memory, got \"conv\"");
+}
+}  // namespace

@@ -1,9 +1,11 @@
 // Whole predictions through the driver: properties that must hold whatever
 // the constants, so that a wrong mechanism fails even when goldens are updated.
+#include <limits>
 #include <map>
 
 #include <gtest/gtest.h>
 
+#include "dtsim/core/input_error.hpp"
 #include "dtsim/driver/explain.hpp"
 #include "dtsim/driver/simulation.hpp"
 
@@ -226,3 +228,45 @@ TEST(Simulation, PlacementDecidesWhichLinksAGroupCrosses) {
   driver::Simulation s = run("tp=8,dp=2,gbs=16,placement=spread", 2, false, "gpt3-1.3b", "dgx-h100");
   EXPECT_EQ(s.tasks.gpu_of_rank[1], 8);  // rank 1 on the second node
 }
+
+namespace {
+
+// overlap=off means after the pipeline flush, also under interleaving: no
+// data-parallel reduction starts before the last backward kernel has ended
+// (it used to start as soon as each model chunk's last backward was done).
+TEST(Simulation, WithoutOverlapGradientsWaitForThePipelineFlushAlsoWhenInterleaved) {
+  driver::SimulationRequest request{"gpt3-1.3b", "dgx-h100", "pp=2,vpp=2,dp=4,gbs=32,overlap=off", 1, {}, {}, false, {}, {}};
+  driver::Simulation sim = driver::simulate(request);
+  for (int rank : {0, 4}) {
+    std::int64_t last_backward = 0, first_reduce = std::numeric_limits<std::int64_t>::max();
+    for (std::size_t i = 0; i < sim.tasks.tasks.size(); ++i) {
+      const plan::Task& t = sim.tasks.tasks[i];
+      if (t.rank != sim.tasks.simulated[static_cast<std::size_t>(rank == 0 ? 0 : 1)].rank) continue;
+      const auto& span = sim.timeline.spans[i];
+      if (t.kind == plan::TaskKind::kCompute && t.phase == plan::Phase::kBackward) {
+        last_backward = std::max(last_backward, span.end.count);
+      }
+      if (t.kind == plan::TaskKind::kComm && t.stream == plan::Stream::kDpComm && t.phase == plan::Phase::kBackward) {
+        first_reduce = std::min(first_reduce, span.start.count);
+      }
+    }
+    EXPECT_GE(first_reduce, last_backward) << "stage of rank " << rank;
+  }
+  // With overlap each chunk's gradients leave during the rest of the backward.
+  request.strategy = "pp=2,vpp=2,dp=4,gbs=32,overlap=on";
+  EXPECT_LT(driver::simulate(request).report.step_time.value(), sim.report.step_time.value());
+}
+
+// The ZeRO-1 parameter all-gather overlapped with the forward (Megatron-Core
+// --overlap-param-gather) is cheaper than gathering after the optimizer step.
+TEST(Simulation, OverlappedParameterGatherHidesBehindTheForward) {
+  driver::SimulationRequest request{"llama2-7b", "dgx-h100", "framework=megatron,zero=1,gbs=16", 2, {}, {}, false, {}, {}};
+  const double after = driver::simulate(request).report.step_time.value();
+  request.strategy = "framework=megatron,zero=1,gbs=16,param_overlap=on";
+  const double overlapped = driver::simulate(request).report.step_time.value();
+  EXPECT_LT(overlapped, after);
+  request.strategy = "framework=megatron,zero=3,param_overlap=on";
+  EXPECT_THROW(driver::simulate(request), core::InputError);
+}
+
+}  // namespace

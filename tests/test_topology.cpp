@@ -127,3 +127,28 @@ TEST(Topology, ExplicitFabricIsTakenAsListed) {
     EXPECT_NE(e.message().find("expected the name of a listed vertex, got \"c\""), std::string::npos);
   }
 }
+
+namespace {
+
+// Two GPUs of a DGX-2 share each NIC: their route stays on the NVSwitch and
+// never detours through the NIC over PCIe (it did: a tie in hop counts).
+TEST(Topology, GpusSharingANicTalkOverTheirNvSwitch) {
+  const topo::Cluster dgx2 = bundled("dgx2-v100", 2);
+  for (int a = 0; a < 16; ++a) {
+    for (int b = 0; b < 16; ++b) {
+      if (a == b) continue;
+      const topo::Route r = dgx2.route(a, b);
+      for (int link : r.links) {
+        EXPECT_NE(dgx2.links()[static_cast<std::size_t>(link)].kind, topo::LinkKind::kPcie) << a << " -> " << b;
+      }
+      EXPECT_EQ(r.links.size(), 2u) << a << " -> " << b;  // GPU, NVSwitch, GPU
+    }
+  }
+  // Across nodes the NICs still carry the traffic, out of one node and into the other.
+  const topo::Route across = dgx2.route(0, 17);
+  int pcie = 0;
+  for (int link : across.links) pcie += dgx2.links()[static_cast<std::size_t>(link)].kind == topo::LinkKind::kPcie;
+  EXPECT_EQ(pcie, 2);
+}
+
+}  // namespace

@@ -4,7 +4,10 @@
 
 #include "dtsim/model/transformer.hpp"
 #include "dtsim/model/workload_loader.hpp"
+#include "dtsim/plan/layer_steps.hpp"
 #include "dtsim/plan/memory.hpp"
+
+#include <nlohmann/json.hpp>
 
 using namespace dtsim;
 
@@ -98,3 +101,52 @@ TEST(Transformer, ActivationBytesWithSequenceParallelAndSelectiveRecompute) {
   r.s.recompute = plan::Recompute::kNone;  // sequence parallel alone: s·b·h·(34 + 5·a·s/h)/t
   EXPECT_DOUBLE_EQ(plan::saved_activation_bytes(first_block(g), r).value(), s * h * (34 + 5 * 32 * s / h) / t);
 }
+
+namespace {
+
+// A linear layer of a layer graph reads its weights once per micro-batch,
+// not once per sample (which made every MLP and CNN layer HBM-bound).
+TEST(LayerGraph, LinearReadsItsWeightsOncePerMicroBatch) {
+  const nlohmann::json doc = nlohmann::json::parse(R"({"name": "one", "kind": "graph", "layers": [
+      {"name": "fc", "ops": [{"name": "fc", "type": "linear", "in_features": 1024, "out_features": 4096}]}]})");
+  const model::Graph g = model::load_workload_json(doc, "one.json", {});
+  plan::ResolvedStrategy r;
+  r.s.mbs = 64;
+  std::vector<plan::Kernel> kernels;
+  plan::LayerSteps steps(g, r, kernels);
+  const hw::OpWork forward = steps.work(g.layers[0].ops[0], false);
+  EXPECT_DOUBLE_EQ(forward.bytes_moved.value(), (64.0 * (1024 + 4096) + 1024.0 * 4096) * 2);
+  const hw::OpWork backward = steps.work(g.layers[0].ops[0], true);  // the weights again, and their gradient
+  EXPECT_DOUBLE_EQ(backward.bytes_moved.value(), (2 * 64.0 * (1024 + 4096) + 2 * 1024.0 * 4096) * 2);
+}
+
+// The causal mask reaches the attention op, and fused attention's backward
+// is 2.5x its forward; unfused attention streams its scores as the
+// framework does: Megatron's fused softmax in fewer passes than PyTorch eager.
+TEST(Transformer, AttentionCarriesTheMaskAndTheFrameworksPasses) {
+  model::TransformerConfig c;
+  c.name = "t";
+  c.layers = 1;
+  c.hidden = 1024;
+  c.heads = 8;
+  c.kv_heads = 8;
+  c.ffn_hidden = 4096;
+  c.vocab = 1000;
+  c.seq_len = 2048;
+  const model::Graph g = model::build_transformer(c);
+  const model::Op* core = nullptr;
+  for (const model::Op& op : g.layers[1].ops) core = op.kind == model::OpKind::kAttention ? &op : core;
+  ASSERT_NE(core, nullptr);
+  EXPECT_TRUE(core->causal);
+  plan::ResolvedStrategy pytorch_eager, megatron_core;  // LayerSteps keeps a reference: one each
+  pytorch_eager.s.flash_attention = megatron_core.s.flash_attention = false;
+  megatron_core.s.framework = plan::Framework::kMegatron;
+  std::vector<plan::Kernel> kernels;
+  plan::LayerSteps eager(g, pytorch_eager, kernels);
+  plan::LayerSteps megatron(g, megatron_core, kernels);
+  const double scores_bytes = 8.0 * 2048 * 2048 * 2;
+  EXPECT_DOUBLE_EQ(eager.work(*core, false).bytes_moved.value(), 8 * scores_bytes);
+  EXPECT_DOUBLE_EQ(megatron.work(*core, false).bytes_moved.value(), 4 * scores_bytes);
+}
+
+}  // namespace

@@ -77,6 +77,10 @@ int run_collective(const CollectiveOptions& o, std::ostream& out) {
   options.protocol = *protocol;
   if (o.profile) options.measured = driver::measured_collectives(driver::load_checked_profile(*o.profile, cluster));
   net::Network network(cluster, options);
+  if (!network.applies(*op, gpus, *algorithm)) {
+    throw core::InputError("--algorithm", "", fmt::format("{} cannot run {} on {} GPUs of {}: it needs {}", o.algorithm,
+                                                         o.op, group, cluster.name(), net::requirement(*algorithm)));
+  }
 
   nlohmann::json rows = nlohmann::json::array();
   if (!o.json) {

@@ -136,6 +136,14 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
   net::NetworkOptions network_options;
   if (profile) network_options.measured = measured_collectives(*profile);
   network_options.algorithm = *net::parse_algorithm(strategy.s.collective);
+  // A strategy's algorithm falls back to a ring where it does not apply (NCCL
+  // does too), but one the cluster cannot run anywhere is a mistake.
+  if ((network_options.algorithm == net::Algorithm::kNvls && !cluster.nvls()) ||
+      (network_options.algorithm == net::Algorithm::kSharp && !cluster.sharp())) {
+    throw core::InputError("--strategy", "/collective", fmt::format("cluster {} cannot run {}: it needs {}", cluster.name(),
+                                                                   strategy.s.collective,
+                                                                   net::requirement(network_options.algorithm)));
+  }
   network_options.protocol = *net::parse_protocol(strategy.s.protocol);
   network_options.intra_bandwidth_scale = w.intra_node;
   network_options.inter_bandwidth_scale = w.inter_node;

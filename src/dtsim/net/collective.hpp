@@ -49,6 +49,8 @@ std::string_view to_string(Algorithm algorithm);
 std::optional<Algorithm> parse_algorithm(std::string_view text);
 /// "auto, ring, tree, ..." for error messages and help.
 std::string_view algorithm_names();
+/// What a named algorithm needs to run, for error messages.
+std::string_view requirement(Algorithm algorithm);
 
 /// NCCL's protocols. Simple moves data in large chunks behind memory fences;
 /// LL (low latency) sends 4 bytes of data with a 4-byte flag and no fence;
@@ -146,6 +148,12 @@ class Network {
                                                  core::Bytes bytes) const;
   std::optional<CollectivePlan> direct(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes) const;
   std::optional<CollectivePlan> nvls(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes) const;
+ public:
+  /// Whether a named algorithm can run this collective on these GPUs (a
+  /// strategy falls back to a ring per collective, as NCCL does; a request
+  /// for one collective by name must not).
+  [[nodiscard]] bool applies(CollectiveOp op, std::span<const int> gpus, Algorithm algorithm) const;
+ private:
   std::optional<CollectivePlan> sharp(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes) const;
   std::optional<CollectivePlan> parameter_server(CollectiveOp op, const std::vector<int>& group, core::Bytes bytes) const;
   std::optional<CollectivePlan> reduce_broadcast(CollectiveOp op, const std::vector<int>& group, core::Bytes bytes) const;

@@ -167,6 +167,20 @@ CollectivePlan Network::plan(CollectiveOp op, std::span<const int> gpus, Bytes b
   return *best;
 }
 
+bool Network::applies(CollectiveOp op, std::span<const int> gpus, Algorithm algorithm) const {
+  return algorithm == Algorithm::kAuto || simple_plan(op, gpus, Bytes(1048576), algorithm).has_value();
+}
+
+std::string_view requirement(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kNvls: return "an all_reduce within one node whose intra_node has \"nvls\": true";
+    case Algorithm::kSharp: return "an all_reduce over a fabric whose inter_node has \"sharp\": true";
+    case Algorithm::kHalvingDoubling: return "a power-of-two group and a reducing or gathering collective";
+    case Algorithm::kTree: return "a reducing or broadcasting collective";
+    default: return "a collective it implements";
+  }
+}
+
 CollectiveCost Network::cost(CollectiveOp op, std::span<const int> gpus, Bytes bytes) const {
   return cost(op, gpus, bytes, options_.algorithm);
 }

@@ -29,6 +29,16 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
   const double weights = op.weight_elements_moved * (backward ? 2.0 : 1.0) / (sharded ? r_.s.tp : 1);
   w.bytes_moved = Bytes(((backward ? op.backward_elements_moved : op.forward_elements_moved) * mbs / split + weights) *
                         act_bytes_);
+  if (op.kind == model::OpKind::kLoss && graph_.transformer) {
+    // fp32 cross entropy over the logits (elements moved = logits here). Forward:
+    // the upcast (read 2, write 4 bytes) in 16-bit training, the max (read 4),
+    // subtracting it, exp and normalising in place (read and write 4 each),
+    // the sum (read 4): 32 bytes a logit, 38 with the upcast. Backward: the
+    // gradient scaled in place (8), cast back to 16 bits (read 4, write 2).
+    const bool upcast = act_bytes_ < 4;
+    const double logits = (backward ? op.backward_elements_moved / 2 : op.forward_elements_moved) * mbs / split;
+    w.bytes_moved = Bytes(logits * (backward ? 8.0 + (upcast ? 6.0 : 0.0) : 32.0 + (upcast ? 6.0 : 0.0)));
+  }
   if (op.kind == model::OpKind::kAttention && !r_.s.flash_attention) {
     w.bytes_moved = Bytes(op.score_elements * score_passes(backward) * act_bytes_ * mbs / split);
   }
