@@ -93,7 +93,7 @@ void llm_foundry(const json& c, std::vector<Case>& out) {
   k.id = c["id"];
   k.source = "llm-foundry-mpt";
   k.generation = gpu.find("h100") != std::string::npos ? "H100" : "A100";
-  k.model = transformer(c["id"], m["layers"], m["hidden"], m["heads"], m["ffn_hidden"], m["vocab"], m["seq_len"], "rope");
+  k.model = transformer(c["id"], m["layers"], m["hidden"], m["heads"], m["ffn_hidden"], m["vocab"], m["seq_len"], "alibi");
   k.cluster = k.generation == "H100" ? "dgx-h100" : gpu == "a100_40gb" ? "dgx-a100-40gb" : "dgx-a100";
   k.gpus = c["hardware"]["num_gpus"];
   k.nodes = k.gpus / 8;
@@ -164,7 +164,7 @@ const std::vector<Source>& sources() {
                              "distributed optimizer (zero=1); GPT with 4h MLP, GeLU, RoPE"},
       {"megatron-lm-2020", "batch per GPU = global/dp (no accumulation); full recomputation; unfused attention; "
                            "all-reduce after the backward; DGX-2 V100 as 16 V100-SXM2 on NVSwitch"},
-      {"llm-foundry-mpt", "attention in Triton (the source: flash/triton); ALiBi as no position table; A100 80GB nodes as dgx-a100 "
+      {"llm-foundry-mpt", "attention in Triton (the source: flash/triton); ALiBi inside the attention kernel; A100 80GB nodes as dgx-a100 "
                           "(the source: 1600 Gb/s RoCE per node)"},
       {"flashattention-2", "data parallel over 8 GPUs; 16k tokens per micro-batch; 4 micro-batches per step; "
                            "GPT-3 vocabulary 50257; learned positions"},

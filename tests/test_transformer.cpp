@@ -150,3 +150,36 @@ TEST(Transformer, AttentionCarriesTheMaskAndTheFrameworksPasses) {
 }
 
 }  // namespace
+
+namespace {
+
+// PyTorch eager runs RMSNorm and RoPE as chains of element-wise kernels;
+// Transformer Engine fuses each into one. ALiBi and learned positions rotate nothing.
+TEST(Transformer, EagerRmsNormAndRotaryMoveMoreThanFusedOnes) {
+  auto build = [](const char* positions) {
+    const nlohmann::json doc = {{"name", "t"},   {"kind", "transformer"}, {"layers", 1},      {"hidden", 1024},
+                                {"heads", 8},    {"vocab", 1000},         {"seq_len", 2048},  {"norm", "rmsnorm"},
+                                {"mlp", "swiglu"}, {"positions", positions}};
+    return model::load_workload_json(doc, "t.json", {});
+  };
+  auto find = [](const model::Graph& g, const std::string& name) -> const model::Op* {
+    for (const model::Op& op : g.layers[1].ops) {
+      if (op.name == name) return &op;
+    }
+    return nullptr;
+  };
+  const model::Graph rope = build("rope");
+  ASSERT_NE(find(rope, "attn.rope"), nullptr);
+  EXPECT_EQ(find(build("alibi"), "attn.rope"), nullptr);
+  EXPECT_EQ(find(build("learned"), "attn.rope"), nullptr);
+  plan::ResolvedStrategy eager, fused;
+  fused.s.framework = plan::Framework::kMegatron;
+  std::vector<plan::Kernel> kernels;
+  plan::LayerSteps pytorch(rope, eager, kernels), megatron(rope, fused, kernels);
+  const model::Op& norm = *find(rope, "attn.norm");
+  const model::Op& rotary = *find(rope, "attn.rope");
+  EXPECT_DOUBLE_EQ(pytorch.work(norm, false).bytes_moved.value(), 9 * megatron.work(norm, false).bytes_moved.value());
+  EXPECT_DOUBLE_EQ(pytorch.work(rotary, true).bytes_moved.value(), 5 * megatron.work(rotary, true).bytes_moved.value());
+}
+
+}  // namespace

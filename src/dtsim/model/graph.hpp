@@ -66,6 +66,10 @@ struct Op {
   /// Attention with a causal mask: only the lower triangle is computed (model
   /// FLOPs still count the whole square, as the published formulas do).
   bool causal = false;
+  /// What a memory-bound op computes, where frameworks run it differently:
+  /// one fused kernel (Transformer Engine, PyTorch's native LayerNorm) or
+  /// many element-wise kernels (PyTorch eager RMSNorm and rotary embedding).
+  enum class Pattern : std::uint8_t { kPlain, kRmsNorm, kRotary } pattern = Pattern::kPlain;
   double params = 0;
   SavedActivations saved;
   GemmShape gemm;

@@ -39,6 +39,7 @@ Op norm_op(std::string name, const TransformerConfig& c) {
   double sh = static_cast<double>(c.seq_len * c.hidden);
   Op op = memory_op(std::move(name), OpKind::kNorm, TensorSplit::kReplicated, 2 * sh);
   op.params = static_cast<double>(c.norm == NormKind::kLayerNorm ? 2 * c.hidden : c.hidden);
+  if (c.norm == NormKind::kRmsNorm) op.pattern = Op::Pattern::kRmsNorm;
   op.saved.replicated_elements = sh;
   return op;
 }
@@ -56,6 +57,16 @@ void add_attention(Layer& layer, const TransformerConfig& c) {
   qkv.saved.replicated_elements = sh;
   qkv.tp_gather_before = true;
   layer.ops.push_back(qkv);
+
+  if (c.rotary && !c.learned_positions) {
+    // Rotary embedding of the queries and keys: as one fused kernel, each
+    // element read and written once; the planner scales it for frameworks
+    // that run it as separate element-wise kernels.
+    const double rotated = static_cast<double>(s * (h + kv_width / 2));
+    Op rope = memory_op("attn.rope", OpKind::kElementwise, TensorSplit::kSharded, 2 * rotated);
+    rope.pattern = Op::Pattern::kRotary;
+    layer.ops.push_back(rope);
+  }
 
   // Q·K^T and scores·V: two batched GEMMs per head (GQA shares K and V, not FLOPs).
   Op core = gemm_op("attn.core", TensorSplit::kSharded, {s, s, head_dim, 2 * a});

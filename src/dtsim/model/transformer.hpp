@@ -26,6 +26,7 @@ struct TransformerConfig {
   NormKind norm = NormKind::kLayerNorm;
   bool tied_embeddings = true;
   bool learned_positions = false;  ///< GPT-2/3 and BERT add a seq_len x hidden table
+  bool rotary = true;              ///< RoPE rotates queries and keys (not with learned positions or ALiBi)
   std::int64_t experts = 0;        ///< 0: dense MLP
   std::int64_t top_k = 0;
   bool causal = true;  ///< decoders mask future tokens; encoders (BERT) attend both ways

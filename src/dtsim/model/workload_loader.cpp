@@ -24,7 +24,10 @@ Graph load_transformer(core::JsonReader& r, const LoadOptions& options) {
   c.norm = r.choice_or("norm", {"layernorm", "rmsnorm"}, "layernorm") == "rmsnorm" ? NormKind::kRmsNorm
                                                                                      : NormKind::kLayerNorm;
   c.tied_embeddings = r.boolean_or("tied_embeddings", true);
-  c.learned_positions = r.choice_or("positions", {"learned", "rope"}, "learned") == "learned";
+  // ALiBi (MPT, BLOOM) biases the scores inside the attention kernel: no table, no rotation.
+  const std::string positions = r.choice_or("positions", {"learned", "rope", "alibi"}, "learned");
+  c.learned_positions = positions == "learned";
+  c.rotary = positions == "rope";
   c.experts = r.integer_or("experts", 0);
   c.top_k = r.integer_or("top_k", c.experts > 0 ? 2 : 0);
   c.causal = r.boolean_or("causal", true);

@@ -29,6 +29,7 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
   const double weights = op.weight_elements_moved * (backward ? 2.0 : 1.0) / (sharded ? r_.s.tp : 1);
   w.bytes_moved = Bytes(((backward ? op.backward_elements_moved : op.forward_elements_moved) * mbs / split + weights) *
                         act_bytes_);
+  w.bytes_moved = w.bytes_moved * eager_factor(op.pattern);
   if (op.kind == model::OpKind::kLoss && graph_.transformer) {
     // fp32 cross entropy over the logits (elements moved = logits here). Forward:
     // the upcast (read 2, write 4 bytes) in 16-bit training, the max (read 4),
@@ -72,6 +73,25 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
 double LayerSteps::score_passes(bool backward) const {
   if (r_.s.framework == Framework::kMegatron) return backward ? 5.0 : 4.0;
   return backward ? 9.0 : 8.0;
+}
+
+// How many times the bytes of one fused kernel PyTorch eager moves for an op
+// it runs as separate element-wise kernels (Megatron-Core runs the fused ones
+// of Transformer Engine: a factor of 1).
+//  - RMSNorm as Hugging Face's LlamaRMSNorm and torchtitan's default write it:
+//    x.float() (read 2, write 4 bytes an element), pow(2) (4, 4), mean (4),
+//    x * rsqrt (4 + 4, 4), .to(bf16) (4, 2), * weight (2, 2): 36 bytes where
+//    a fused kernel moves 4, and its autograd backward the same again;
+//  - rotary embedding (apply_rotary_pos_emb): rotate_half's negation and cat,
+//    x * cos, rotate_half(x) * sin and their sum: about 10 element passes
+//    where a fused kernel makes 2.
+double LayerSteps::eager_factor(model::Op::Pattern pattern) const {
+  if (r_.s.framework == Framework::kMegatron) return 1.0;
+  switch (pattern) {
+    case model::Op::Pattern::kRmsNorm: return 9.0;
+    case model::Op::Pattern::kRotary: return 5.0;
+    default: return 1.0;
+  }
 }
 
 // Activation bytes of this rank's tokens at the given width per token.

@@ -46,6 +46,7 @@ class LayerSteps {
   void append(std::vector<Step>& out, const model::Layer& layer, bool backward, bool recomputed);
   core::Bytes tokens_bytes(double width) const;
   double score_passes(bool backward) const;
+  double eager_factor(model::Op::Pattern pattern) const;
 
   const model::Graph& graph_;
   const ResolvedStrategy& r_;
