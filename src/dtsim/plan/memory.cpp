@@ -4,7 +4,9 @@ namespace dtsim::plan {
 
 BytesPerParam bytes_per_param(const Strategy& s) {
   if (s.dtype == hw::Dtype::kFp32 || s.dtype == hw::Dtype::kTf32) return {4, 4, 8, 4, 4};
-  if (s.framework == Framework::kMegatron) return {2, 4, 12, 4, 2};
+  // Megatron-LM turns on accumulate_allreduce_grads_in_fp32 for bf16 only
+  // (arguments.py); fp16 runs keep and reduce 16-bit gradients.
+  if (s.framework == Framework::kMegatron) return s.dtype == hw::Dtype::kBf16 ? BytesPerParam{2, 4, 12, 4, 2} : BytesPerParam{2, 2, 12, 2, 2};
   return {4, 4, 8, s.zero >= 3 ? 2.0 : 4.0, 2};
 }
 
