@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
 
@@ -159,5 +160,20 @@ TEST(CliErrors, AnAttentionKernelTheDeviceLacksIsNamed) {
   expect_one_line("kernel gemm --device L40S --m 8 --n 8 --k 8",
                   "--device: no kernel figures for the L40S (no devices/L40S.json); simulate costs it with the roofline");
   expect_one_line("kernel conv --device H100-SXM", "kind: expected gemm, attention or memory, got \"conv\"");
+}
+}  // namespace
+
+namespace {
+// dtsim kernel on the shape that reached H100's published maximum matmul rate
+// prints that rate; the JSON names the figures it used.
+TEST(CliKernel, TheAnchorShapeGivesThePublishedRate) {
+  CliResult r = run_dtsim("kernel gemm --device H100-SXM --m 2048 --n 2048 --k 13312 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(j.at("tflops").get<double>(), 794.5, 0.1);
+  EXPECT_NE(j.at("figures").get<std::string>().find("devices/H100-SXM.json"), std::string::npos);
+  r = run_dtsim("kernel attention --device A100-SXM-80GB --batch 8 --seq 2048 --heads 16 --head-dim 128 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("kernel"), "flash2");  // PyTorch's kernel on Ampere
 }
 }  // namespace
