@@ -37,11 +37,19 @@ TEST(Routing, IntraNodeGoesThroughTheSwitchAndInterNodeThroughNics) {
 // bandwidth NCCL delivers, plus NCCL's fixed 8.4 us of the Simple protocol.
 TEST(Collective, RingAllReduceMatchesClosedForm) {
   topo::Cluster c = cluster("dgx-h100");
-  net::Network network(c, {});
+  net::NetworkOptions ring_only;
+  ring_only.algorithm = net::Algorithm::kRing;
+  net::Network network(c, ring_only);
   const double n = 8, bytes = 1e9, bandwidth = 450e9 * 0.8, latency = 1.4e-6, base = 8.4e-6;
   auto gpus = first(8);
   net::CollectiveCost cost = network.cost(net::CollectiveOp::kAllReduce, gpus, core::Bytes(bytes));
   EXPECT_NEAR(cost.time.value(), base + 2 * (n - 1) / n * bytes / bandwidth + 2 * (n - 1) * latency, 1e-12);
+  // NCCL's default on this node is NVLS: every GPU sends and receives the
+  // buffer once, at nvls_efficiency (0.61) of the line rate.
+  net::Network defaults(c, {});
+  net::CollectiveCost nvls = defaults.cost(net::CollectiveOp::kAllReduce, gpus, core::Bytes(bytes));
+  EXPECT_EQ(nvls.algorithm, net::Algorithm::kNvls);
+  EXPECT_NEAR(nvls.time.value(), base + bytes / (450e9 * 0.61) + 2 * latency, 1e-9);
   EXPECT_FALSE(cost.hierarchical);
   net::CollectiveCost gather = network.cost(net::CollectiveOp::kAllGather, gpus, core::Bytes(bytes));
   EXPECT_NEAR(gather.time.value(), base + (n - 1) / n * bytes / bandwidth + (n - 1) * latency, 1e-12);

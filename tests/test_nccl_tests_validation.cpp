@@ -1,10 +1,11 @@
 // `dtsim collective` against the published nccl-tests bus bandwidths in
 // ../shared/validation/nccl-tests.json (8-GPU nodes, large messages).
-// Ring rows are held to 5%. The A100 row is not independent: the A100
-// clusters take their bus efficiency (0.67) from it. The NVLS row is
-// printed, not held: dtsim's NVLS model (each GPU sends and receives the
-// buffer once at the link's bus efficiency) is 31% optimistic, and NVLS stays
-// off in the bundled clusters until a GPU session measures it.
+// Every row is held to 5%. Two are not independent: the A100 clusters take
+// their bus efficiency (0.67) from the A100 row, and the H100 clusters their
+// nvls_efficiency (0.61) from the NVLS row. Before that figure, dtsim's NVLS
+// (each GPU sends and receives the buffer once at the links' bus efficiency)
+// was 31% optimistic; NVLS is now on in the bundled H100 and H200 clusters,
+// as it is NCCL's default all-reduce there.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -29,28 +30,19 @@ TEST(NcclTests, RingBusBandwidthOfEightGpuNodes) {
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path << " (../shared is not beside the checkout)";
   std::ifstream in(path);
   const auto table = nlohmann::json::parse(in);
-  // An H100 node whose NVSwitches reduce (NVLS), for the NVLS row only.
-  nlohmann::json h100 = nlohmann::json::parse(std::ifstream(std::string(DTSIM_SOURCE_DIR) + "/topologies/dgx-h100.json"));
-  h100["intra_node"]["nvls"] = true;
-  const auto nvls_file = std::filesystem::temp_directory_path() / "dtsim_dgx_h100_nvls.json";
-  std::ofstream(nvls_file) << h100.dump();
-
   fmt::print("{:<34} {:>10} {:>10} {:>8}\n", "system / algorithm", "published", "predicted", "error");
   for (const auto& row : table["rows"]) {
     const std::string system = row["system"], algorithm = row["algorithm"];
     std::string cluster, algo = "ring";
     if (system.rfind("8x H100", 0) == 0) cluster = "dgx-h100";
     if (system.rfind("8x A100", 0) == 0) cluster = "dgx-a100";
-    if (algorithm.rfind("NVLS", 0) == 0) cluster = nvls_file.string(), algo = "nvls";
+    if (algorithm.rfind("NVLS", 0) == 0) algo = "nvls";
     if (cluster.empty()) continue;  // H800: no such device in the catalog
     const double published = row["busbw_GBps"], predicted = predicted_busbw(cluster, algo);
     const double error = (predicted - published) / published;
     fmt::print("{:<34} {:>10.0f} {:>10.1f} {:>+7.1f}%\n", system.substr(0, 20) + " " + algo, published, predicted, 100 * error);
-    if (algo == "ring") {
-      EXPECT_LT(std::abs(error), 0.05) << system;
-    }
+    EXPECT_LT(std::abs(error), 0.05) << system << " " << algo;
   }
-  std::filesystem::remove(nvls_file);
 }
 
 }  // namespace

@@ -215,6 +215,7 @@ std::optional<CollectivePlan> Network::nvls(CollectiveOp op, const std::vector<s
   }
   CollectivePlan plan;
   plan.phases.push_back(phase(flows, bytes, 2));
+  plan.phases.back().rate_fraction = cluster_->nvls_rate_fraction();
   return plan;
 }
 

@@ -106,7 +106,7 @@ CollectivePlan Network::with_protocol(CollectivePlan plan, CollectiveOp op, std:
   for (FlowPhase& phase : plan.phases) {
     phase.latency = phase.latency * latency_factor(protocol, medium_of(phase, *cluster_));
     phase.bytes_per_flow = phase.bytes_per_flow / bandwidth;
-    phase.rate_fraction = rate_fraction;
+    phase.rate_fraction *= rate_fraction;  // an algorithm's own share (NVLS) times the channels
   }
   if (!plan.phases.empty()) plan.phases.front().latency += base_latency(protocol) * options_.latency_scale;
   return plan;
@@ -149,9 +149,15 @@ CollectivePlan Network::plan(CollectiveOp op, std::span<const int> gpus, Bytes b
       return medium_of(p, *cluster_) == Medium::kNvLink;
     });
     std::vector<Protocol> protocols{protocol};
+    // NVLS and SHARP (CollNet) run the Simple protocol only: NCCL's
+    // tuning.cc gives them no LL or LL128 bandwidth.
+    const bool simple_only = a == Algorithm::kNvls || a == Algorithm::kSharp;
     if (protocol == Protocol::kAuto) {
-      protocols = {Protocol::kSimple, Protocol::kLl};
-      if (nvlink_only) protocols.push_back(Protocol::kLl128);
+      protocols = {Protocol::kSimple};
+      if (!simple_only) protocols.push_back(Protocol::kLl);
+      if (nvlink_only && !simple_only) protocols.push_back(Protocol::kLl128);
+    } else if (simple_only && protocol != Protocol::kSimple) {
+      continue;
     }
     for (Protocol p : protocols) {
       CollectivePlan candidate = with_protocol(*simple, op, gpus, bytes, p);

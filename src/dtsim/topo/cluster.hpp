@@ -53,6 +53,9 @@ class Cluster {
     int gpus_per_node = 1;
     bool torus = false;  ///< chips linked to their neighbours (TPU), no switch
     bool nvls = false;   ///< the NVSwitches reduce in the switch (NVLink SHARP, Hopper and later)
+    /// NVLS's rate over that of the NVLink links (their bus efficiency):
+    /// nvls_efficiency / bus_efficiency of the cluster file; 1 when not given.
+    double nvls_rate_fraction = 1.0;
     bool sharp = false;  ///< the network switches reduce (InfiniBand SHARP)
     /// NCCL's channels (one thread block each) for a large collective; small
     /// buffers use fewer, which caps their bandwidth.
@@ -77,6 +80,7 @@ class Cluster {
   [[nodiscard]] int nodes() const { return shape_.nodes; }
   [[nodiscard]] bool torus() const { return shape_.torus; }
   [[nodiscard]] bool nvls() const { return shape_.nvls; }
+  [[nodiscard]] double nvls_rate_fraction() const { return shape_.nvls_rate_fraction; }
   [[nodiscard]] bool sharp() const { return shape_.sharp; }
   void set_sharp(bool sharp) { shape_.sharp = sharp; }
   [[nodiscard]] int channels() const { return shape_.channels; }

@@ -324,6 +324,14 @@ Cluster build_cluster(const nlohmann::json& document, const std::string& file, c
   core::JsonReader intra = r.object("intra_node");
   shape.torus = intra.has("kind") && intra.raw().at("kind") == "torus";
   shape.nvls = intra.boolean_or("nvls", false);
+  if (intra.has("nvls_efficiency")) {
+    // The share of the NVLink line rate NVLS delivers, as its links' rate
+    // already carries bus_efficiency: a fraction of that.
+    const double e = intra.number("nvls_efficiency");
+    if (!(e > 0 && e <= 1)) intra.fail("nvls_efficiency", fmt::format("expected a fraction in (0, 1], got {}", e));
+    if (!shape.nvls) intra.fail("nvls_efficiency", "given without \"nvls\": true");
+    shape.nvls_rate_fraction = e / intra.raw().value("bus_efficiency", kDefaultBusEfficiency);
+  }
   Cluster cluster(shape);
   build_nodes(cluster, intra, pcie);
 
