@@ -66,7 +66,7 @@ TEST(KernelModel, GemmReproducesMaximumAchievableMatmul) {
     ASSERT_EQ(std::sscanf(shape.c_str(), "%ldx%ldx%ld", &m, &nn, &k), 3);
     const hw::Dtype dtype = c["kernel"]["dtype"] == "bf16" ? hw::Dtype::kBf16 : hw::Dtype::kFp8;
     const hw::KernelModel model = model_of(catalog, device);
-    const double t = model.gemm({m, nn, k, 1}, dtype, dtype == hw::Dtype::kFp8 ? 1.0 : 2.0).value();
+    const double t = model.gemm({m, nn, k, 1}, dtype, hw::operand_bytes(dtype)).value();
     const double predicted = 2.0 * m * nn * k / t / 1e12, measured = c["measured"]["tflops"];
     const double error = predicted / measured - 1;
     fmt::print("  {:<28} {:>8.1f} {:>8.1f} {:>+6.1f}%\n", c["id"].get<std::string>(), measured, predicted, 100 * error);
@@ -87,12 +87,12 @@ TEST(KernelModel, AttentionMatchesTheFlashAttentionTables) {
   int n = 0;
   auto check = [&](const std::string& id, const hw::KernelModel& model, const std::string& kernel_name,
                    const std::string& pass, std::int64_t hd, bool causal, std::int64_t seq, double measured) {
-    const hw::AttentionKernel* kernel = model.attention_kernel(kernel_name);
+    const hw::AttentionKernel* kernel = model.figures().find_attention(kernel_name);
     ASSERT_NE(kernel, nullptr) << kernel_name;
     const std::int64_t heads = 2048 / hd, batch = 16384 / seq;  // the papers' hidden 2048, 16k tokens
     const double fwd = model.attention(*kernel, batch * heads, seq, hd, causal, false).value();
     const double bwd = model.attention(*kernel, batch * heads, seq, hd, causal, true).value();
-    const double flops = 4.0 * seq * seq * hd * batch * heads * (causal ? 0.5 : 1.0);
+    const double flops = hw::attention_flops(batch * heads, seq, hd, causal, false);
     const double t = pass == "fwd" ? fwd : pass == "bwd" ? bwd : fwd + bwd;
     const double predicted = flops * (pass == "fwd" ? 1.0 : pass == "bwd" ? 2.5 : 3.5) / t / 1e12;
     const double error = predicted / measured - 1;
@@ -147,7 +147,7 @@ TEST(KernelModel, OneTileMoreThanTheSmsCostsAWave) {
 TEST(KernelModel, CausalAttentionComputesHalfAndFp8GemmsRunAtTheirOwnRate) {
   hw::DeviceCatalog catalog;
   const hw::KernelModel h100 = model_of(catalog, "H100-SXM");
-  const hw::AttentionKernel* fa3 = h100.attention_kernel("flash3");
+  const hw::AttentionKernel* fa3 = h100.figures().find_attention("flash3");
   ASSERT_NE(fa3, nullptr);
   const double full = h100.attention(*fa3, 64, 16384, 128, false, false).value();
   const double causal = h100.attention(*fa3, 64, 16384, 128, true, false).value();

@@ -71,8 +71,7 @@ int run_kernel(const KernelOptions& o, std::ostream& out) {
     }
     const model::GemmShape shape{positive(o.m, "--m", "gemm"), positive(o.n, "--n", "gemm"),
                                  positive(o.k, "--k", "gemm"), positive(o.batch, "--batch", "gemm")};
-    const double bytes = *dtype == hw::Dtype::kFp8 ? 1.0 : (*dtype == hw::Dtype::kFp32 || *dtype == hw::Dtype::kTf32) ? 4.0 : 2.0;
-    time = model.gemm(shape, *dtype, bytes);
+    time = model.gemm(shape, *dtype, hw::operand_bytes(*dtype));
     const double flops = 2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) *
                          static_cast<double>(shape.k) * static_cast<double>(shape.batch);
     const double tflops = flops / time.value() / 1e12;
@@ -85,19 +84,15 @@ int run_kernel(const KernelOptions& o, std::ostream& out) {
     report["anchor_tflops"] = model.anchor_rate(*dtype).value() / 1e12;
   } else if (o.kind == "attention") {
     const std::string name = o.kernel.empty() ? device.kernel_figures->pytorch_attention : o.kernel;
-    const hw::AttentionKernel* kernel = model.attention_kernel(name);
+    const hw::AttentionKernel* kernel = device.kernel_figures->find_attention(name);
     if (!kernel) {
-      std::string known;
-      for (const auto& k : device.kernel_figures->attention) known += (known.empty() ? "" : ", ") + k.name;
       throw core::InputError("--kernel", "", fmt::format("the {} has no figures for \"{}\"; it has {}", device.name, name,
-                                                         known.empty() ? "none" : known));
+                                                         device.kernel_figures->attention_names()));
     }
     const std::int64_t batch = positive(o.batch, "--batch", "attention"), seq = positive(o.seq, "--seq", "attention");
     const std::int64_t heads = positive(o.heads, "--heads", "attention"), dim = positive(o.head_dim, "--head-dim", "attention");
     time = model.attention(*kernel, batch * heads, seq, dim, o.causal, o.backward);
-    // FlashAttention's convention: 4·s²·d per head forward, half of it causal, 2.5x backward.
-    const double flops = 4.0 * static_cast<double>(seq) * static_cast<double>(seq) * static_cast<double>(dim) *
-                         static_cast<double>(batch * heads) * (o.causal ? 0.5 : 1.0) * (o.backward ? 2.5 : 1.0);
+    const double flops = hw::attention_flops(batch * heads, seq, dim, o.causal, o.backward);
     const double tflops = flops / time.value() / 1e12;
     what = fmt::format("attention {} {}, {} x {} heads of {}, seq {}{}", name, o.backward ? "backward" : "forward", batch,
                        heads, dim, seq, o.causal ? ", causal" : "");

@@ -9,15 +9,6 @@
 namespace dtsim::hw {
 namespace {
 
-double operand_bytes(Dtype dtype) {
-  switch (dtype) {
-    case Dtype::kFp8: return 1.0;
-    case Dtype::kFp32:
-    case Dtype::kTf32: return 4.0;
-    default: return 2.0;
-  }
-}
-
 // FP8 GEMMs as Transformer Engine runs them: before the forward GEMM the
 // input and the weight are cast to FP8 with an amax reduction (read 2 bytes,
 // write 1); the backward casts the output gradient and transposes the FP8
@@ -36,7 +27,7 @@ CostModel::CostModel(Device device, Efficiency efficiency, std::shared_ptr<const
     : device_(std::move(device)), efficiency_(efficiency), measured_(std::move(measured)) {
   if (measured_ || !device_.kernel_figures) return;
   kernels_ = std::make_shared<const KernelModel>(device_, device_.kernel_figures);
-  attention_ = kernels_->attention_kernel(attention_kernel);
+  attention_ = device_.kernel_figures->find_attention(attention_kernel);
 }
 
 core::Seconds CostModel::time(const OpWork& work, Dtype dtype) const {
@@ -72,28 +63,27 @@ core::Seconds CostModel::modelled(const OpWork& work, Dtype dtype) const {
     // The shape gives the kernel's rate; the work's FLOPs how much of it this
     // task runs (a context-parallel block is a share of the whole).
     const std::int64_t heads = std::max<std::int64_t>(1, work.gemm.batch / 2);
-    const double full = 4.0 * static_cast<double>(work.gemm.m) * static_cast<double>(work.gemm.n) *
-                        static_cast<double>(work.gemm.k) * static_cast<double>(heads) * (work.backward ? 2.5 : 1.0);
+    const double full = attention_flops(heads, work.gemm.m, work.gemm.k, false, work.backward);
     const Seconds whole = km.attention(*attention_, heads, work.gemm.m, work.gemm.k, work.causal, work.backward);
     const Seconds launch = km.figures().gemm_launch;
     return launch + (whole - launch) * (full > 0 ? work.flops.value() / full : 0.0);
   }
-  if (work.kind == model::OpKind::kGemm || work.kind == model::OpKind::kAttention) {
-    // Attention's score GEMMs stay in 16 bits under FP8 (Transformer Engine's default).
-    const Dtype gemm_dtype = work.kind == model::OpKind::kAttention && dtype == Dtype::kFp8 ? Dtype::kBf16 : dtype;
-    Seconds total(0);
-    OpWork gemm_only = work;
-    gemm_only.bytes_moved = core::Bytes(0);
-    for (const KernelCall& call : kernel_calls(gemm_only)) {
-      const model::GemmShape shape{call.gemm.m, call.gemm.n, call.gemm.k, call.count};
-      total += km.gemm(shape, gemm_dtype, operand_bytes(gemm_dtype));
-      if (gemm_dtype == Dtype::kFp8) total += km.stream(fp8_cast_bytes(shape, work.backward));
+  // The kernels the op runs (kernel_calls, as the executor runs them): GEMMs
+  // through the GEMM model, streaming kernels (unfused attention's softmax
+  // passes, norms, element-wise ops) at the reachable HBM rate. Attention's
+  // score GEMMs stay in 16 bits under FP8 (Transformer Engine's default).
+  const Dtype gemm_dtype = work.kind == model::OpKind::kAttention && dtype == Dtype::kFp8 ? Dtype::kBf16 : dtype;
+  Seconds total(0);
+  for (const KernelCall& call : kernel_calls(work)) {
+    if (call.family != KernelFamily::kGemm) {
+      total += km.stream(call.bytes);
+      continue;
     }
-    // Unfused attention also streams its scores (softmax, mask, dropout).
-    if (work.kind == model::OpKind::kAttention) total += km.stream(work.bytes_moved);
-    return total;
+    const model::GemmShape shape{call.gemm.m, call.gemm.n, call.gemm.k, call.count};
+    total += km.gemm(shape, gemm_dtype, operand_bytes(gemm_dtype));
+    if (gemm_dtype == Dtype::kFp8) total += km.stream(fp8_cast_bytes(shape, work.backward));
   }
-  return km.stream(work.bytes_moved);
+  return total;
 }
 
 }  // namespace dtsim::hw

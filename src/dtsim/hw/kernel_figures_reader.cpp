@@ -82,10 +82,10 @@ KernelFigures read_kernel_figures(core::JsonReader r) {
     for (core::JsonReader& k : attention->objects("kernels")) f.attention.push_back(read_attention(k));
     auto known = [&](const std::string& key) {
       std::string name = attention->string(key);
-      for (const AttentionKernel& k : f.attention) {
-        if (k.name == name) return name;
+      if (!f.find_attention(name)) {
+        attention->fail(key, fmt::format("expected the name of one of the kernels listed here, got \"{}\"", name));
       }
-      attention->fail(key, fmt::format("expected the name of one of the kernels listed here, got \"{}\"", name));
+      return name;
     };
     f.megatron_attention = known("megatron");
     f.pytorch_attention = known("pytorch");

@@ -13,6 +13,34 @@ std::size_t index(Dtype d) { return static_cast<std::size_t>(d); }
 
 }  // namespace
 
+double operand_bytes(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::kFp8: return 1.0;
+    case Dtype::kFp32:
+    case Dtype::kTf32: return 4.0;
+    default: return 2.0;
+  }
+}
+
+double attention_flops(std::int64_t heads, std::int64_t seq, std::int64_t head_dim, bool causal, bool backward) {
+  const double s = static_cast<double>(seq);
+  return 4.0 * s * s * static_cast<double>(head_dim) * static_cast<double>(heads) * (causal ? 0.5 : 1.0) *
+         (backward ? 2.5 : 1.0);
+}
+
+const AttentionKernel* KernelFigures::find_attention(std::string_view name) const {
+  for (const AttentionKernel& a : attention) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+std::string KernelFigures::attention_names() const {
+  std::string out;
+  for (const AttentionKernel& a : attention) out += (out.empty() ? "" : ", ") + a.name;
+  return out.empty() ? "none" : out;
+}
+
 KernelModel::KernelModel(const Device& device, std::shared_ptr<const KernelFigures> figures)
     : device_(device), figures_(std::move(figures)) {
   // Anchor each measured dtype: the model must take the measured time, launch
@@ -67,7 +95,7 @@ core::FlopsPerSecond KernelModel::anchor_rate(Dtype dtype) const {
     if (a.dtype == Dtype::kBf16 || a.dtype == Dtype::kFp16) {
       const double flops = 2.0 * static_cast<double>(a.shape.m) * static_cast<double>(a.shape.n) *
                            static_cast<double>(a.shape.k) * static_cast<double>(a.shape.batch);
-      return core::FlopsPerSecond(flops / gemm(a.shape, dtype, 2.0).value());
+      return core::FlopsPerSecond(flops / gemm(a.shape, dtype, operand_bytes(dtype)).value());
     }
   }
   return core::FlopsPerSecond(0);
@@ -88,8 +116,7 @@ core::Seconds KernelModel::gemm(const model::GemmShape& shape, Dtype dtype, doub
 core::Seconds KernelModel::attention(const AttentionKernel& a, std::int64_t heads, std::int64_t seq,
                                      std::int64_t head_dim, bool causal, bool backward) const {
   const double s = static_cast<double>(seq), d = static_cast<double>(head_dim);
-  const double forward_flops = 4.0 * s * s * d * static_cast<double>(heads) * (causal ? 0.5 : 1.0);
-  const double flops = forward_flops * (backward ? 2.5 : 1.0);
+  const double flops = attention_flops(heads, seq, head_dim, causal, backward);
   const double keys = causal ? s / 2 : s;
   const double head = (d / (d + a.head_dim_knee)) / (128.0 / (128.0 + a.head_dim_knee));
   const double utilization = (backward ? a.backward_utilization : a.forward_utilization) * head *
@@ -105,11 +132,5 @@ core::Seconds KernelModel::stream(core::Bytes bytes) const {
   return figures_->memory_launch + bytes / (device_.hbm_bandwidth * figures_->memory_fraction);
 }
 
-const AttentionKernel* KernelModel::attention_kernel(const std::string& name) const {
-  for (const AttentionKernel& a : figures_->attention) {
-    if (a.name == name) return &a;
-  }
-  return nullptr;
-}
 
 }  // namespace dtsim::hw

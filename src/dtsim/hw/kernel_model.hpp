@@ -35,6 +35,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dtsim/core/units.hpp"
@@ -80,7 +81,20 @@ struct KernelFigures {
   std::string megatron_attention;   ///< the fused kernel Megatron-Core / Transformer Engine runs here
   std::string pytorch_attention;    ///< the one PyTorch's scaled_dot_product_attention runs here
   std::string file;                 ///< where the figures were read
+
+  /// nullptr when the device has no such kernel (FlashAttention-3 on an A100).
+  [[nodiscard]] const AttentionKernel* find_attention(std::string_view name) const;
+  /// "flash2, flash1, triton", or "none": for error messages.
+  [[nodiscard]] std::string attention_names() const;
 };
+
+/// Bytes of one GEMM operand element: FP8 1, fp32/tf32 4, 16-bit 2.
+double operand_bytes(Dtype dtype);
+
+/// FLOPs of attention over `heads` (batch x heads) of seq x head_dim, in
+/// FlashAttention's convention: 4·s²·d per head forward, half of it under a
+/// causal mask, 2.5x that for the backward.
+double attention_flops(std::int64_t heads, std::int64_t seq, std::int64_t head_dim, bool causal, bool backward);
 
 class KernelModel {
  public:
@@ -96,8 +110,6 @@ class KernelModel {
   /// A streaming (memory-bound) kernel over `bytes`.
   [[nodiscard]] core::Seconds stream(core::Bytes bytes) const;
 
-  /// nullptr when the device has no such kernel (FlashAttention-3 on an A100).
-  [[nodiscard]] const AttentionKernel* attention_kernel(const std::string& name) const;
   /// The GEMM rate the model was anchored to for `dtype`: measured, or derived
   /// from the 16-bit anchor in proportion to the datasheet peaks.
   [[nodiscard]] core::FlopsPerSecond anchor_rate(Dtype dtype) const;

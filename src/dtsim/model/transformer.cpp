@@ -180,8 +180,9 @@ Layer head(const TransformerConfig& c) {
   logits.tp_gather_before = true;
   layer.ops.push_back(logits);
   // Cross entropy as Megatron-LM (vocab_parallel_cross_entropy(logits.float()))
-  // and Hugging Face (logits.float()) run it: in fp32 over every logit. The
-  // planner turns the logit count into bytes (plan/layer_steps.cpp); the
+  // and Hugging Face (logits.float()) run it: in fp32 over every logit. Its
+  // elements are the logits, which the planner turns into bytes for each
+  // pass (plan/layer_steps.cpp, bytes_moved); the
   // fp32 softmax kept for the backward is 4 bytes a logit, two 16-bit elements.
   Op loss = memory_op("head.cross_entropy", OpKind::kLoss, TensorSplit::kSharded, static_cast<double>(s * c.vocab));
   loss.saved.sharded_elements = 2.0 * static_cast<double>(s * c.vocab);

@@ -24,31 +24,11 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
   w.backward = backward;
   w.causal = op.causal;
   w.flops = (backward ? op.backward_flops : op.forward_flops) * (mbs / split);
-  // Activations scale with the micro-batch; weights are read once per
-  // micro-batch (and once more, with their gradient written, in the backward).
-  const double weights = op.weight_elements_moved * (backward ? 2.0 : 1.0) / (sharded ? r_.s.tp : 1);
-  w.bytes_moved = Bytes(((backward ? op.backward_elements_moved : op.forward_elements_moved) * mbs / split + weights) *
-                        act_bytes_);
-  w.bytes_moved = w.bytes_moved * eager_factor(op.pattern);
-  if (op.kind == model::OpKind::kLoss && graph_.transformer) {
-    // fp32 cross entropy over the logits (elements moved = logits here). Forward:
-    // the upcast (read 2, write 4 bytes) in 16-bit training, the max (read 4),
-    // subtracting it, exp and normalising in place (read and write 4 each),
-    // the sum (read 4): 32 bytes a logit, 38 with the upcast. Backward: the
-    // gradient scaled in place (8), cast back to 16 bits (read 4, write 2).
-    const bool upcast = act_bytes_ < 4;
-    const double logits = (backward ? op.backward_elements_moved / 2 : op.forward_elements_moved) * mbs / split;
-    w.bytes_moved = Bytes(logits * (backward ? 8.0 + (upcast ? 6.0 : 0.0) : 32.0 + (upcast ? 6.0 : 0.0)));
-  }
-  if (op.kind == model::OpKind::kAttention && !r_.s.flash_attention) {
-    w.bytes_moved = Bytes(op.score_elements * score_passes(backward) * act_bytes_ * mbs / split);
-  }
+  w.bytes_moved = bytes_moved(op, backward, mbs / split);
   if (op.kind == model::OpKind::kAttention && r_.s.flash_attention) {
-    // FlashAttention reads Q, K, V and writes O once; its backward recomputes
-    // the scores: 5 GEMMs against the forward's 2, i.e. 2.5x the forward.
+    // FlashAttention's backward recomputes the scores: 5 GEMMs against the
+    // forward's 2, i.e. 2.5x the forward.
     w.fused = true;
-    const double qkvo = 4.0 * static_cast<double>(op.gemm.m * op.gemm.k * op.gemm.batch / 2);
-    w.bytes_moved = Bytes(qkvo * act_bytes_ * mbs / split * (backward ? 2 : 1));
     if (backward) w.flops = op.forward_flops * (2.5 * mbs / split);
   }
   w.gemm = op.gemm;
@@ -62,6 +42,34 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
     w.gemm.n = std::max<std::int64_t>(1, w.gemm.n / tp);
   }
   return w;
+}
+
+// Bytes an op's kernels move on this rank; `samples` is the micro-batch over
+// the op's split (tp, cp), by which every per-sample figure scales.
+Bytes LayerSteps::bytes_moved(const model::Op& op, bool backward, double samples) const {
+  if (op.kind == model::OpKind::kAttention && r_.s.flash_attention) {
+    // FlashAttention reads Q, K, V and writes O once, and twice that backward.
+    const double qkvo = 4.0 * static_cast<double>(op.gemm.m * op.gemm.k * op.gemm.batch / 2);
+    return Bytes(qkvo * act_bytes_ * samples * (backward ? 2 : 1));
+  }
+  if (op.kind == model::OpKind::kAttention) {
+    return Bytes(op.score_elements * score_passes(backward) * act_bytes_ * samples);
+  }
+  if (op.kind == model::OpKind::kLoss) {
+    // fp32 cross entropy over the logits (the op's elements are its logits).
+    // Forward: the upcast (read 2, write 4 bytes) in 16-bit training, the max
+    // (read 4), subtracting it, exp and normalising in place (read and write
+    // 4 each), the sum (read 4): 32 bytes a logit, 38 with the upcast.
+    // Backward: the gradient scaled in place (8), cast back to 16 bits (6).
+    const double upcast = act_bytes_ < 4 ? 6.0 : 0.0;
+    return Bytes(op.forward_elements_moved * samples * ((backward ? 8.0 : 32.0) + upcast));
+  }
+  // Activations scale with the micro-batch; weights are read once per
+  // micro-batch (and once more, with their gradient written, in the backward).
+  const double activations = backward ? op.backward_elements_moved : op.forward_elements_moved;
+  const double weights =
+      op.weight_elements_moved * (backward ? 2.0 : 1.0) / (op.split == model::TensorSplit::kSharded ? r_.s.tp : 1);
+  return Bytes((activations * samples + weights) * act_bytes_ * eager_factor(op.pattern));
 }
 
 // Element-wise passes over the s x s scores of unfused attention, besides the

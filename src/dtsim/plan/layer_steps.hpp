@@ -45,6 +45,7 @@ class LayerSteps {
   const std::vector<Step>& build(int layer, Pass pass);
   void append(std::vector<Step>& out, const model::Layer& layer, bool backward, bool recomputed);
   core::Bytes tokens_bytes(double width) const;
+  core::Bytes bytes_moved(const model::Op& op, bool backward, double samples) const;
   double score_passes(bool backward) const;
   double eager_factor(model::Op::Pattern pattern) const;
 

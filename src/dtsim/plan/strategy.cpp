@@ -67,13 +67,9 @@ void resolve_attention_kernel(Strategy& s, const hw::Device& device) {
   if (s.attention_kernel == "flash") {
     s.attention_kernel = s.framework == Framework::kMegatron ? f.megatron_attention : f.pytorch_attention;
   }
-  std::string known;
-  for (const hw::AttentionKernel& k : f.attention) {
-    if (k.name == s.attention_kernel) return;
-    known += (known.empty() ? "" : ", ") + k.name;
-  }
+  if (f.find_attention(s.attention_kernel)) return;
   fail("attention", fmt::format("the {} has no figures for {} ({}); it has {}, or standard", device.name,
-                                s.attention_kernel, f.file, known.empty() ? "none" : known));
+                                s.attention_kernel, f.file, f.attention_names()));
 }
 
 }  // namespace

@@ -330,7 +330,7 @@ Cluster build_cluster(const nlohmann::json& document, const std::string& file, c
     const double e = intra.number("nvls_efficiency");
     if (!(e > 0 && e <= 1)) intra.fail("nvls_efficiency", fmt::format("expected a fraction in (0, 1], got {}", e));
     if (!shape.nvls) intra.fail("nvls_efficiency", "given without \"nvls\": true");
-    shape.nvls_rate_fraction = e / intra.raw().value("bus_efficiency", kDefaultBusEfficiency);
+    shape.nvls_rate_fraction = e / bus_efficiency(intra);
   }
   Cluster cluster(shape);
   build_nodes(cluster, intra, pcie);
