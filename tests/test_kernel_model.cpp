@@ -42,10 +42,11 @@ std::string catalog_name(const std::string& gpu) {
 }
 
 hw::KernelModel model_of(const hw::DeviceCatalog& catalog, const std::string& name) {
-  const hw::Device* d = catalog.find(name);
-  EXPECT_NE(d, nullptr) << name;
-  EXPECT_TRUE(d->kernel_figures) << name << " has no devices/" << name << ".json";
-  return hw::KernelModel(*d, d->kernel_figures);
+  const hw::Device* found = catalog.find(name);
+  EXPECT_NE(found, nullptr) << name;
+  const hw::Device d = catalog.with_kernel_figures(*found);
+  EXPECT_TRUE(d.kernel_figures) << name << " has no devices/" << name << ".json";
+  return hw::KernelModel(d, d.kernel_figures);
 }
 
 TEST(KernelModel, GemmReproducesMaximumAchievableMatmul) {

@@ -49,7 +49,7 @@ int run_kernel(const KernelOptions& o, std::ostream& out) {
   hw::DeviceCatalog catalog;
   const hw::Device* found = catalog.find(o.device);
   if (!found) throw core::InputError("--device", "", fmt::format("expected one of {}, got \"{}\"", catalog.names(), o.device));
-  hw::Device device = *found;
+  hw::Device device = catalog.with_kernel_figures(*found);
   if (o.profile) {
     hw::Profile p = hw::load_profile(*o.profile);
     if (!p.kernel_model) throw core::InputError(*o.profile, "/kernel_model", "missing: dtsim kernel needs a kernel_model section");

@@ -29,9 +29,9 @@ int run_list(std::ostream& out) {
   fmt::print(out, "\ndevices\n");
   for (const hw::Device& d : catalog.devices()) {
     // Which cost model its kernels get without a calibration profile.
-    const std::string kernels = d.needs_profile    ? "needs a calibration profile"
-                                : d.kernel_figures ? "kernel model (devices/" + d.name + ".json)"
-                                                   : "roofline";
+    const std::string kernels = d.needs_profile                             ? "needs a calibration profile"
+                                : catalog.with_kernel_figures(d).kernel_figures ? "kernel model (devices/" + d.name + ".json)"
+                                                                            : "roofline";
     fmt::print(out, "  {:<16} {:>7.1f} TFLOP/s bf16  {:>6.1f} GiB  {:>6.0f} GB/s HBM  {}\n", d.name,
                d.peak_for(hw::Dtype::kBf16).value() / 1e12, d.hbm_capacity.value() / 1073741824.0,
                d.hbm_bandwidth.value() / 1e9, kernels);

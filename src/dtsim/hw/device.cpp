@@ -73,7 +73,7 @@ double activation_bytes(Dtype dtype) { return dtype == Dtype::kFp32 || dtype == 
 // A100 is the bidirectional total, 300 GB/s each way.
 DeviceCatalog::DeviceCatalog() : DeviceCatalog(core::data_dir() / "devices") {}
 
-DeviceCatalog::DeviceCatalog(const std::filesystem::path& devices) {
+DeviceCatalog::DeviceCatalog(const std::filesystem::path& devices) : profiles_(devices) {
   devices_ = {
       make("V100-SXM2-32GB", "NVIDIA", {15.7, 0, 125, 0, 0}, Bytes(32 * kGiB), 900, 150, 16,
            "NVIDIA Tesla V100 datasheet (2020), SXM2: 125 TFLOP/s tensor, 900 GB/s HBM2, 300 GB/s NVLink 2"),
@@ -108,17 +108,19 @@ DeviceCatalog::DeviceCatalog(const std::filesystem::path& devices) {
   cpu.runtime_allowance = Bytes(0);
   cpu.concurrent_streams = false;
   cpu.needs_profile = true;
-  // A bundled profile per device carries its kernel figures, each with its source.
-  for (Device& d : devices_) {
-    const std::filesystem::path file = devices / (d.name + ".json");
-    if (!std::filesystem::is_regular_file(file)) continue;
-    Profile profile = load_profile(file);
-    if (!iequal(profile.device, d.name)) {
-      throw core::InputError(file.string(), "/device", fmt::format("expected \"{}\" (the file's name), got \"{}\"",
-                                                                  d.name, profile.device));
-    }
-    d.kernel_figures = profile.kernel_model;
+}
+
+Device DeviceCatalog::with_kernel_figures(const Device& datasheet) const {
+  Device d = datasheet;
+  const std::filesystem::path file = profiles_ / (d.name + ".json");
+  if (!std::filesystem::is_regular_file(file)) return d;
+  Profile profile = load_profile(file);
+  if (!iequal(profile.device, d.name)) {
+    throw core::InputError(file.string(), "/device", fmt::format("expected \"{}\" (the file's name), got \"{}\"",
+                                                                d.name, profile.device));
   }
+  d.kernel_figures = profile.kernel_model;
+  return d;
 }
 
 const Device* DeviceCatalog::find(std::string_view name) const {

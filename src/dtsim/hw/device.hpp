@@ -56,17 +56,23 @@ struct Device {
 /// machine, whose figures a calibration profile supplies.
 class DeviceCatalog {
  public:
-  /// The datasheets, with the kernel figures of core::data_dir()/devices.
+  /// The datasheets; bundled profiles (kernel figures) in core::data_dir()/devices.
   DeviceCatalog();
-  /// The same with the bundled profiles of `devices` (a missing folder: none).
+  /// The same with the bundled profiles in `devices` (a missing folder: none).
   explicit DeviceCatalog(const std::filesystem::path& devices);
   [[nodiscard]] const std::vector<Device>& devices() const { return devices_; }
   /// Case-insensitive lookup by name; nullptr when unknown.
   [[nodiscard]] const Device* find(std::string_view name) const;
   [[nodiscard]] std::string names() const;
+  /// The device with the kernel figures of its bundled profile
+  /// (devices/<name>.json), read now: a prediction reads the one profile of
+  /// the device it runs on, not every device's. Without a profile, the
+  /// datasheet alone (CostModel's roofline).
+  [[nodiscard]] Device with_kernel_figures(const Device& datasheet) const;
 
  private:
   std::vector<Device> devices_;
+  std::filesystem::path profiles_;
 };
 
 }  // namespace dtsim::hw

@@ -294,7 +294,7 @@ Cluster build_cluster(const nlohmann::json& document, const std::string& file, c
   std::string device_name = r.string("device");
   const hw::Device* device = catalog.find(device_name);
   if (!device) r.fail("device", fmt::format("expected one of {}, got \"{}\"", catalog.names(), device_name));
-  shape.device = *device;
+  shape.device = catalog.with_kernel_figures(*device);
   shape.nodes = static_cast<int>(r.count("nodes"));
   if (options.nodes) shape.nodes = *options.nodes;
   shape.gpus_per_node = static_cast<int>(r.count("gpus_per_node"));
