@@ -119,6 +119,10 @@ class Network {
   [[nodiscard]] CollectivePlan plan(CollectiveOp op, std::span<const int> gpus, core::Bytes bytes, Algorithm algorithm,
                                     Protocol protocol) const;
   [[nodiscard]] CollectiveCost cost(CollectiveOp op, std::span<const int> gpus, core::Bytes bytes) const;
+  /// Whether a named algorithm can run this collective on these GPUs (a
+  /// strategy falls back to a ring per collective, as NCCL does; a request
+  /// for one collective by name must not).
+  [[nodiscard]] bool applies(CollectiveOp op, std::span<const int> gpus, Algorithm algorithm) const;
   [[nodiscard]] CollectiveCost cost(CollectiveOp op, std::span<const int> gpus, core::Bytes bytes,
                                     Algorithm algorithm) const;
   /// The analytic time of a plan on an idle fabric.
@@ -148,12 +152,6 @@ class Network {
                                                  core::Bytes bytes) const;
   std::optional<CollectivePlan> direct(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes) const;
   std::optional<CollectivePlan> nvls(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes) const;
- public:
-  /// Whether a named algorithm can run this collective on these GPUs (a
-  /// strategy falls back to a ring per collective, as NCCL does; a request
-  /// for one collective by name must not).
-  [[nodiscard]] bool applies(CollectiveOp op, std::span<const int> gpus, Algorithm algorithm) const;
- private:
   std::optional<CollectivePlan> sharp(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes) const;
   std::optional<CollectivePlan> parameter_server(CollectiveOp op, const std::vector<int>& group, core::Bytes bytes) const;
   std::optional<CollectivePlan> reduce_broadcast(CollectiveOp op, const std::vector<int>& group, core::Bytes bytes) const;
