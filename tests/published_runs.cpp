@@ -173,14 +173,23 @@ const std::vector<Source>& sources() {
   return all;
 }
 
+json published_cases(const std::string& category) {
+  const auto path = shared_validation_dir() / "published-runs.json";
+  json out = json::array();
+  if (!std::filesystem::exists(path)) return out;
+  const json all = load(path);  // kept alive for the loop: operator[] on a temporary would dangle
+  for (const json& c : all["cases"]) {
+    if (c["category"] == category) out.push_back(c);
+  }
+  return out;
+}
+
 std::vector<Case> end_to_end_cases() {
   std::vector<Case> out;
-  const auto runs = shared_validation_dir() / "published-runs.json";
   const auto sc21 = shared_validation_dir() / "megatron-sc21-table1.json";
-  if (!std::filesystem::exists(runs) || !std::filesystem::exists(sc21)) return out;
-  const json published = load(runs);  // kept alive for the loop: operator[] on a temporary would dangle
-  for (const json& c : published["cases"]) {
-    if (c["category"] != "end_to_end_training") continue;
+  const json published = published_cases("end_to_end_training");
+  if (published.empty() || !std::filesystem::exists(sc21)) return out;
+  for (const json& c : published) {
     const std::string id = c["id"];
     if (id.rfind("megatron_readme_h100", 0) == 0) megatron_core(c, out);
     else if (id.rfind("megatron2020", 0) == 0) megatron_2020(c, out);

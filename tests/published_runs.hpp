@@ -43,6 +43,9 @@ struct Source {
 };
 
 std::filesystem::path shared_validation_dir();
+/// The cases of published-runs.json of one category ("kernel_gemm",
+/// "end_to_end_training", ...); empty when ../shared is not beside the checkout.
+nlohmann::json published_cases(const std::string& category);
 const std::vector<Source>& sources();
 /// Every end-to-end case of published-runs.json and every SC'21 row; empty
 /// when ../shared is not beside the checkout.

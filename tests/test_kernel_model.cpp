@@ -3,7 +3,6 @@
 // FlashAttention-2 and -3 tables) and against its own closed forms: waves,
 // stream-K, the causal mask, FP8.
 #include <cmath>
-#include <fstream>
 #include <map>
 
 #include <fmt/format.h>
@@ -18,18 +17,6 @@
 using namespace dtsim;
 
 namespace {
-
-nlohmann::json kernel_cases(const std::string& category) {
-  const auto path = validation::shared_validation_dir() / "published-runs.json";
-  nlohmann::json out = nlohmann::json::array();
-  if (!std::filesystem::exists(path)) return out;
-  std::ifstream in(path);
-  const nlohmann::json all = nlohmann::json::parse(in);  // kept: operator[] on a temporary would dangle in the loop
-  for (const auto& c : all["cases"]) {
-    if (c["category"] == category) out.push_back(c);
-  }
-  return out;
-}
 
 // The catalog's name for a source's GPU; empty when dtsim has no such device.
 std::string catalog_name(const std::string& gpu) {
@@ -50,7 +37,7 @@ hw::KernelModel model_of(const hw::DeviceCatalog& catalog, const std::string& na
 }
 
 TEST(KernelModel, GemmReproducesMaximumAchievableMatmul) {
-  const nlohmann::json cases = kernel_cases("kernel_gemm");
+  const nlohmann::json cases = validation::published_cases("kernel_gemm");
   if (cases.empty()) GTEST_SKIP() << "no ../shared/validation/published-runs.json";
   hw::DeviceCatalog catalog;
   double total = 0;
@@ -81,7 +68,7 @@ TEST(KernelModel, GemmReproducesMaximumAchievableMatmul) {
 }
 
 TEST(KernelModel, AttentionMatchesTheFlashAttentionTables) {
-  const nlohmann::json cases = kernel_cases("kernel_attention");
+  const nlohmann::json cases = validation::published_cases("kernel_attention");
   if (cases.empty()) GTEST_SKIP() << "no ../shared/validation/published-runs.json";
   hw::DeviceCatalog catalog;
   double total = 0, worst = 0;
