@@ -62,16 +62,27 @@ Result predict(const Case& c) {
   return r;
 }
 
+// Per group: the mean |error| the targets speak of, and the signed mean,
+// lowest and highest error, which say whether a group leans optimistic.
 struct Summary {
-  double sum = 0, worst = 0;
+  double sum = 0, signed_sum = 0, worst = 0, lowest = 0, highest = 0;
   int n = 0;
   void add(double e) {
     sum += std::abs(e);
+    signed_sum += e;
     worst = std::max(worst, std::abs(e));
+    lowest = n ? std::min(lowest, e) : e;
+    highest = n ? std::max(highest, e) : e;
     ++n;
   }
   [[nodiscard]] double mean() const { return n ? sum / n : 0; }
+  [[nodiscard]] double signed_mean() const { return n ? signed_sum / n : 0; }
 };
+
+void print_summary(const std::string& name, const Summary& s) {
+  fmt::print("{:<22} {:>5} {:>9.1f}% {:>+9.1f}% {:>+9.1f}% {:>+9.1f}%\n", name, s.n, 100 * s.mean(), 100 * s.signed_mean(),
+             100 * s.lowest, 100 * s.highest);
+}
 
 TEST(PublishedRuns, EndToEndWithinTargets) {
   const std::vector<Case> cases = validation::end_to_end_cases();
@@ -90,10 +101,10 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
     by_generation[r.c.generation].add(r.error);
     all.add(r.error);
   }
-  fmt::print("\n{:<22} {:>5} {:>10} {:>10}\n", "source", "cases", "mean |e|", "max |e|");
-  for (const auto& [name, s] : by_source) fmt::print("{:<22} {:>5} {:>9.1f}% {:>9.1f}%\n", name, s.n, 100 * s.mean(), 100 * s.worst);
-  for (const auto& [name, s] : by_generation) fmt::print("{:<22} {:>5} {:>9.1f}% {:>9.1f}%\n", name, s.n, 100 * s.mean(), 100 * s.worst);
-  fmt::print("{:<22} {:>5} {:>9.1f}% {:>9.1f}%\n", "all", all.n, 100 * all.mean(), 100 * all.worst);
+  fmt::print("\n{:<22} {:>5} {:>10} {:>10} {:>10} {:>10}\n", "source", "cases", "mean |e|", "mean e", "lowest", "highest");
+  for (const auto& [name, s] : by_source) print_summary(name, s);
+  for (const auto& [name, s] : by_generation) print_summary(name, s);
+  print_summary("all", all);
   fmt::print("\nassumed where the source is silent:\n");
   for (const auto& s : validation::sources()) fmt::print("  {}: {}\n", s.name, s.assumed);
 
