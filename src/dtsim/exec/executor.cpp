@@ -11,6 +11,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "dtsim/exec/activation_memory.hpp"
 #include "dtsim/exec/cpu_kernels.hpp"
 #include "dtsim/exec/mpi_collectives.hpp"
 #include "dtsim/hw/kernel_calls.hpp"
@@ -19,57 +20,6 @@ namespace dtsim::exec {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Activation memory as a framework's caching allocator holds it: blocks are
-// allocated (and their pages touched) once, then reused by size.
-class ActivationMemory {
- public:
-  void allocate(core::Bytes bytes) {
-    const auto size = static_cast<std::size_t>(bytes.value());
-    if (size == 0) return;
-    std::unique_ptr<char[]> block;
-    if (auto it = cache_.find(size); it != cache_.end()) {
-      block = std::move(it->second);
-      cache_.erase(it);
-    } else {
-      block = std::make_unique<char[]>(size);
-      std::memset(block.get(), 1, size);
-    }
-    live_.push_back({size, std::move(block)});
-    live_bytes_ += size;
-    peak_bytes_ = std::max(peak_bytes_, live_bytes_);
-  }
-  // Releases the oldest live blocks that make up `bytes`; the count is exact
-  // even when frees do not match allocations one to one.
-  void release(core::Bytes bytes) {
-    auto size = static_cast<std::size_t>(bytes.value());
-    size = std::min(size, live_bytes_);
-    live_bytes_ -= size;
-    while (size > 0 && !live_.empty()) {
-      Block& b = live_.front();
-      const std::size_t taken = std::min(size, b.size);
-      size -= taken;
-      if (taken == b.size) {
-        cache_.emplace(b.size, std::move(b.block));
-        live_.erase(live_.begin());
-      } else {
-        b.size -= taken;  // the block stays whole in memory; only the count shrinks
-      }
-    }
-  }
-  [[nodiscard]] std::size_t live() const { return live_bytes_; }
-  [[nodiscard]] std::size_t peak() const { return peak_bytes_; }
-  void reset_peak() { peak_bytes_ = live_bytes_; }
-
- private:
-  struct Block {
-    std::size_t size;
-    std::unique_ptr<char[]> block;
-  };
-  std::vector<Block> live_;
-  std::multimap<std::size_t, std::unique_ptr<char[]>> cache_;
-  std::size_t live_bytes_ = 0, peak_bytes_ = 0;
-};
 
 std::int64_t to_ns(Clock::duration d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); }
 
