@@ -11,6 +11,7 @@
 #include "dtsim/exec/cpu_kernels.hpp"
 #include "dtsim/exec/executor.hpp"
 #include "dtsim/exec/mpi_collectives.hpp"
+#include "dtsim/exec/reference_probe.hpp"
 
 namespace dtsim::calibrate {
 namespace {
@@ -130,9 +131,11 @@ Measurements calibrate_cpu(MPI_Comm world, const CalibrationOptions& o) {
   out.machine_memory = machine_memory();
   const auto t0 = std::chrono::steady_clock::now();
   const double cpu0 = exec::process_cpu_seconds();
+  out.probe_before = exec::time_reference_probe(world);
   gemm_grid(world, o, out);
   streaming(world, o, out);
   if (o.collectives) collectives(world, o, out);
+  out.probe_after = exec::time_reference_probe(world);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double share = wall > 0 ? (exec::process_cpu_seconds() - cpu0) / wall : 1.0;
   MPI_Allreduce(&share, &out.cpu_share, 1, MPI_DOUBLE, MPI_MIN, world);

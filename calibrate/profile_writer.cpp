@@ -118,6 +118,10 @@ nlohmann::json to_profile(const Measurements& m, const nlohmann::json& provenanc
   }
   nlohmann::json with_share = provenance;
   with_share["cpu_share"] = std::round(m.cpu_share * 1000) / 1000;
+  if (m.probe_before.value() > 0) {
+    with_share["reference_probe_us"] = {{"before", std::round(m.probe_before.value() * 1e7) / 10},
+                                        {"after", std::round(m.probe_after.value() * 1e7) / 10}};
+  }
   return {{"schema", "dtsim.profile/1"},
           {"device", "CPU"},
           {"provenance", with_share},

@@ -36,6 +36,9 @@ struct Measurements {
   core::Bytes machine_memory;        ///< RAM of the machine
   /// The least share of a core any rank got over the whole calibration (as exec::Execution::cpu_share).
   double cpu_share = 1.0;
+  /// exec::time_reference_probe before and after the measurements: a run
+  /// compares its own probe with these to see the machine at another speed.
+  core::Seconds probe_before, probe_after;
 };
 
 /// Where and how it was measured: machine, CPU model, cores, RAM, BLAS, MPI,

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
+#include "scratch_dir.hpp"
 
 namespace {
 
@@ -111,8 +112,8 @@ TEST(CliErrors, CollectiveRejectsUnknownOpsAndAlgorithms) {
 
 namespace {
 TEST(CliCompare, ExitCodesFollowTheTolerance) {
-  const std::string a = (std::filesystem::temp_directory_path() / "dtsim_compare_a.json").string();
-  const std::string b = (std::filesystem::temp_directory_path() / "dtsim_compare_b.json").string();
+  const ScratchDir scratch;
+  const std::string a = scratch.file("a.json"), b = scratch.file("b.json");
   ASSERT_EQ(run_dtsim("simulate --strategy zero2 --json > " + a).exit_code, 0);
   ASSERT_EQ(run_dtsim("simulate --strategy zero2,bucket=50MiB --json > " + b).exit_code, 0);
   EXPECT_EQ(run_dtsim("compare " + a + " " + a).exit_code, 0);
@@ -126,7 +127,8 @@ TEST(CliCompare, ExitCodesFollowTheTolerance) {
 
 namespace {
 TEST(CliPlan, WritesAChartAndRejectsUnknownDevices) {
-  const std::string svg = (std::filesystem::temp_directory_path() / "dtsim_plan.svg").string();
+  const ScratchDir scratch;
+  const std::string svg = scratch.file("plan.svg");
   CliResult r = run_dtsim("plan --model gpt3-1.3b --tokens 1e9 --gbs 64 --devices H100-SXM --gpus 8,16 --chart " + svg);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   std::ifstream in(svg);

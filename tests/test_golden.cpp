@@ -11,6 +11,7 @@
 
 #include "cli_runner.hpp"
 #include "dtsim/plan/task_graph.hpp"
+#include "scratch_dir.hpp"
 
 namespace {
 
@@ -72,7 +73,8 @@ TEST(Determinism, TwoRunsPrintTheSameBytes) {
 }
 
 TEST(Trace, ChromeTraceHasOneProcessPerRankAndOneThreadPerStream) {
-  std::string path = (std::filesystem::temp_directory_path() / "dtsim_trace_test.json").string();
+  const ScratchDir scratch;
+  const std::string path = scratch.file("trace.json");
   CliResult run = run_dtsim("simulate --model gpt3-1.3b --cluster dgx-a100 --strategy ddp,gbs=16 --full --trace " + path);
   ASSERT_EQ(run.exit_code, 0);
   std::ifstream in(path);

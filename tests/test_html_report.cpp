@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_runner.hpp"
+#include "scratch_dir.hpp"
 
 namespace {
 
@@ -17,8 +18,8 @@ std::string read(const std::filesystem::path& p) {
 }
 
 TEST(HtmlReport, IsSelfContainedAndHasTheTimelineAndMemory) {
-  const auto dir = std::filesystem::temp_directory_path() / "dtsim_html_test";
-  std::filesystem::create_directories(dir);
+  const ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   const auto html = dir / "report.html";
   CliResult r = run_dtsim("simulate --model gpt3-1.3b --cluster dgx-a100 --nodes 2 --strategy tp=2,pp=4,gbs=32 --explain --report " +
                           html.string());

@@ -1,26 +1,33 @@
 // The closed loop end to end on 2 MPI ranks: calibrate this machine, then
 // predict and run each strategy the CPU backend supports, and require the
-// step-time error under 25%. Shared machines are noisy, so each strategy is
-// validated three times (each a fresh quick calibration, then the median of 3
-// steps) and the median error is what must hold.
+// median step-time error of three validations (each a fresh quick
+// calibration, then the median of 3 steps) under 15%. An attempt counts only
+// when the machine was the same machine for calibration and run: every rank
+// held at least 90% of a core, and validate's reference probe (a fixed GEMM
+// and copy timed at calibration, before and after the run) moved less than
+// 10%. On a 2-core machine with other work beside it, attempts that fail
+// either check are retried, and the test skips with what it measured when
+// none is clean, rather than grading the neighbour's load.
 #include <algorithm>
 #include <cmath>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
+#include "scratch_dir.hpp"
 
 namespace {
 
+// One calibration for the LoopCli tests, in a directory removed at exit.
 const std::filesystem::path& profile() {
+  static const ScratchDir scratch;
   static const std::filesystem::path path = [] {
-    auto p = std::filesystem::temp_directory_path() / ("dtsim-loop-test-" + std::to_string(::getpid()) + ".json");
+    const std::filesystem::path p = scratch.file("profile.json");
     const char* calibrate = std::getenv("DTSIM_CALIBRATE_BIN");
     const std::string command = std::string(calibrate) + " --quick -o " + p.string() + " > /dev/null";
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
@@ -29,31 +36,36 @@ const std::filesystem::path& profile() {
   return path;
 }
 
-// The median error of three validations on an undisturbed machine. A
-// validation where a rank got less than 90% of a core (calibration or run)
-// measured the machine's other load, not the model: it is retried, up to six
-// attempts; nullopt when none was undisturbed.
-std::optional<double> validated_error(const std::string& model, const std::string& strategy) {
-  std::vector<double> errors;
-  for (int attempt = 0; attempt < 6 && errors.size() < 3; ++attempt) {
-    // Calibrating right before each run keeps both under the same machine conditions.
+struct Attempts {
+  std::vector<double> clean_errors;
+  std::string rejected;  // why the others did not count, one line each
+};
+
+// Up to six validations, until three ran on an undisturbed machine.
+Attempts validate_until_three_clean(const std::string& model, const std::string& strategy) {
+  Attempts out;
+  for (int attempt = 1; attempt <= 6 && out.clean_errors.size() < 3; ++attempt) {
     CliResult r = run_dtsim("validate --json --steps 3 --quick-calibration -m " + model + " -s " + strategy);
     EXPECT_EQ(r.exit_code, 0) << r.out;
-    if (r.exit_code != 0) return 1e9;
+    if (r.exit_code != 0) return {{1e9}, ""};
     nlohmann::json j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j.at("schema"), "dtsim.validate/1");
     EXPECT_GT(j.at("step").at("measured_s").get<double>(), 0);
     EXPECT_GT(j.at("peak_memory").at("measured_bytes").get<double>(), 0);
     EXPECT_EQ(j.at("step_times_s").size(), 3u);
+    EXPECT_FALSE(j.contains("passed")) << "without --max-error there is nothing to pass";
     const double share = std::min(j.at("cpu_share").at("calibration").get<double>(), j.at("cpu_share").at("run").get<double>());
+    const double drift = j.at("conditions").at("drift").get<double>();
     const double error = j.at("step").at("error").get<double>();
-    std::printf("  attempt %d: error %+.1f%%, least share of a core %.0f%%%s\n", attempt + 1, 100 * error, 100 * share,
-                share < 0.9 ? " (machine busy: not counted)" : "");
-    if (share >= 0.9) errors.push_back(error);
+    std::string why;
+    if (share < 0.9) why = "a rank got " + std::to_string(static_cast<int>(100 * share)) + "% of a core";
+    else if (drift > 0.1) why = "the reference probe moved " + std::to_string(static_cast<int>(100 * drift)) + "%";
+    std::printf("  attempt %d: error %+.1f%%, least share of a core %.0f%%, probe drift %.0f%%%s\n", attempt, 100 * error,
+                100 * share, 100 * drift, why.empty() ? "" : (" (not counted: " + why + ")").c_str());
+    if (why.empty()) out.clean_errors.push_back(error);
+    else out.rejected += "attempt " + std::to_string(attempt) + ": " + why + "; ";
   }
-  if (errors.empty()) return std::nullopt;
-  std::sort(errors.begin(), errors.end());
-  return errors[errors.size() / 2];
+  return out;
 }
 
 struct Case {
@@ -63,11 +75,17 @@ struct Case {
 
 class Loop : public testing::TestWithParam<Case> {};
 
-TEST_P(Loop, StepTimeErrorUnder25Percent) {
-  const std::optional<double> error = validated_error(GetParam().model, GetParam().strategy);
-  if (!error) GTEST_SKIP() << "every attempt ran on a busy machine (a rank got under 90% of a core)";
-  std::printf("%s %s: median step-time error %+.1f%%\n", GetParam().model, GetParam().strategy, 100 * *error);
-  EXPECT_LT(std::abs(*error), 0.25);
+TEST_P(Loop, StepTimeErrorUnder15Percent) {
+  Attempts attempts = validate_until_three_clean(GetParam().model, GetParam().strategy);
+  if (attempts.clean_errors.empty()) {
+    GTEST_SKIP() << "the machine was busy or changed speed in every attempt (" << attempts.rejected << ")";
+  }
+  std::vector<double>& errors = attempts.clean_errors;
+  std::sort(errors.begin(), errors.end());
+  const double median = errors[errors.size() / 2];
+  std::printf("%s %s: median step-time error %+.1f%% of %zu clean attempts\n", GetParam().model, GetParam().strategy,
+              100 * median, errors.size());
+  EXPECT_LT(std::abs(median), 0.15);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -114,7 +132,8 @@ TEST(LoopCli, BadCalibrationOptionsAreOneLineBeforeAnyRankStarts) {
 }
 
 TEST(LoopCli, AProfileWithoutKernelTablesIsRejectedForTheCpu) {
-  const auto path = std::filesystem::temp_directory_path() / "dtsim-loop-bad-profile.json";
+  const ScratchDir scratch;
+  const std::filesystem::path path = scratch.file("bad-profile.json");
   std::FILE* f = std::fopen(path.c_str(), "w");
   ASSERT_NE(f, nullptr);
   std::fputs(R"({"schema": "dtsim.profile/1", "device": "CPU"})", f);

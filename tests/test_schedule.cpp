@@ -9,6 +9,7 @@
 
 #include "dtsim/driver/simulation.hpp"
 #include "dtsim/plan/schedule.hpp"
+#include "scratch_dir.hpp"
 
 using namespace dtsim;
 
@@ -20,9 +21,10 @@ std::string uniform_model(int layers) {
     doc["layers"].push_back({{"name", "layer" + std::to_string(i)},
                              {"ops", {{{"name", "norm"}, {"type", "norm"}, {"channels", 1024}, {"input_size", 32}}}}});
   }
-  auto path = std::filesystem::temp_directory_path() / ("dtsim_uniform_" + std::to_string(layers) + ".json");
+  static const ScratchDir scratch;  // removed at exit
+  const std::string path = scratch.file("uniform_" + std::to_string(layers) + ".json");
   std::ofstream(path) << doc.dump();
-  return path.string();
+  return path;
 }
 
 driver::Simulation run(const std::string& strategy) {

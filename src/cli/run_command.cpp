@@ -20,6 +20,7 @@
 #include "dtsim/exec/cpu_kernels.hpp"
 #include "dtsim/exec/executor.hpp"
 #include "dtsim/exec/launch.hpp"
+#include "dtsim/exec/reference_probe.hpp"
 #include "dtsim/report/validation.hpp"
 #include "dtsim/report/writers.hpp"
 
@@ -65,20 +66,46 @@ void launch_if_needed(const RunOptions& o, const std::optional<std::string>& pro
   exec::relaunch_with_mpirun(world, args);
 }
 
+// The reference probe's time at calibration (the mean of the probes before
+// and after it) and just before and after the run.
+struct Conditions {
+  std::optional<core::Seconds> calibration;
+  core::Seconds before_run, after_run;
+  /// The largest relative change of a run probe from the calibration's (or
+  /// of the after-run probe from the before-run one, for a profile without probes).
+  [[nodiscard]] double drift() const {
+    const core::Seconds reference = calibration.value_or(before_run);
+    return std::max(std::abs(exec::probe_drift(reference, before_run)), std::abs(exec::probe_drift(reference, after_run)));
+  }
+};
+
 struct Measured {
   driver::Simulation sim;
   exec::Execution execution;
+  Conditions conditions;
 };
 
+std::optional<core::Seconds> calibration_probe(const nlohmann::json& provenance) {
+  if (!provenance.is_object() || !provenance.contains("reference_probe_us")) return std::nullopt;
+  const nlohmann::json& p = provenance.at("reference_probe_us");
+  if (!p.is_object() || !p.value("before", nlohmann::json()).is_number() || !p.value("after", nlohmann::json()).is_number()) {
+    return std::nullopt;
+  }
+  return core::Seconds((p.at("before").get<double>() + p.at("after").get<double>()) * 0.5e-6);
+}
+
 Measured run_everywhere(const RunOptions& o, const std::string& profile) {
-  Measured m{plan_for(o, profile), {}};
+  Measured m{plan_for(o, profile), {}, {}};
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (size != m.sim.strategy.world) {
     throw core::InputError("--strategy", "", fmt::format("the plan has {} ranks but MPI started {}; start it with mpirun -n {}",
                                                          m.sim.strategy.world, size, m.sim.strategy.world));
   }
+  m.conditions.calibration = calibration_probe(m.sim.profile->provenance);  // plan_for always passes a profile
+  m.conditions.before_run = exec::time_reference_probe(MPI_COMM_WORLD);
   m.execution = exec::execute(m.sim.tasks, m.sim.timeline, MPI_COMM_WORLD, {o.warmup, o.steps});
+  m.conditions.after_run = exec::time_reference_probe(MPI_COMM_WORLD);
   return m;
 }
 
@@ -111,6 +138,22 @@ double parse_max_error(const std::string& text) {
 
 // Below this share of a core, a rank was time-sliced with something else.
 constexpr double kBusy = 0.9;
+// Beyond this change of the reference probe, the machine ran at another
+// speed for the run than for the calibration (memory bandwidth or cache taken
+// by a neighbour, another clock frequency).
+constexpr double kDrift = 0.1;
+
+// The step-time error over the slowest and the fastest timed step.
+std::pair<double, double> error_range(core::Seconds predicted, const exec::Execution& e) {
+  const auto [fastest, slowest] = std::minmax_element(e.step_times.begin(), e.step_times.end());
+  return {predicted / *slowest - 1, predicted / *fastest - 1};
+}
+
+nlohmann::json conditions_json(const Conditions& c) {
+  nlohmann::json probe{{"before_run", c.before_run.value() * 1e6}, {"after_run", c.after_run.value() * 1e6}};
+  probe["calibration"] = c.calibration ? nlohmann::json(c.calibration->value() * 1e6) : nlohmann::json();
+  return {{"reference_probe_us", probe}, {"drift", c.drift()}, {"steady", c.drift() <= kDrift}};
+}
 
 }  // namespace
 
@@ -158,6 +201,28 @@ int run_run(const RunOptions& o, const std::vector<std::string>& args, std::ostr
   return 0;
 }
 
+namespace {
+
+// The profile validate calibrated, kept only when asked for (--save-profile).
+class CalibratedProfile {
+ public:
+  CalibratedProfile(std::string path, bool keep, int rank) : path_(std::move(path)), keep_(keep), rank_(rank) {}
+  CalibratedProfile(const CalibratedProfile&) = delete;
+  CalibratedProfile& operator=(const CalibratedProfile&) = delete;
+  ~CalibratedProfile() {
+    std::error_code ignored;
+    if (!keep_ && rank_ == 0) std::filesystem::remove(path_, ignored);
+  }
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  bool keep_;
+  int rank_;
+};
+
+}  // namespace
+
 int run_validate(const ValidateOptions& o, const std::vector<std::string>& args, std::ostream& out) {
   check_options(o.run);
   const double limit = o.max_error ? parse_max_error(*o.max_error) : 0.0;  // 0: no limit
@@ -168,6 +233,7 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
   exec::use_one_blas_thread();
 
   std::string profile;
+  std::optional<CalibratedProfile> calibrated;
   if (o.run.profile) {
     profile = *o.run.profile;
   } else {
@@ -183,6 +249,7 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
       if (!file) throw core::InputError("--save-profile", "", fmt::format("could not write \"{}\"", profile));
     }
     MPI_Barrier(MPI_COMM_WORLD);
+    calibrated.emplace(profile, o.save_profile.has_value(), rank);
   }
   Measured m = run_everywhere(o.run, profile);
   const nlohmann::json& provenance = m.sim.profile->provenance;  // plan_for always passes a profile
@@ -202,13 +269,31 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
       j["profile"] = profile;
       j["step_times_s"] = step_times_json(m.execution);
       j["cpu_share"] = {{"calibration", calibration_share}, {"run", m.execution.cpu_share}};
-      if (limit > 0) j["max_error"] = limit;
-      j["passed"] = !failed;
+      const auto [low, high] = error_range(v.step.predicted, m.execution);
+      j["step"]["error_range"] = {low, high};
+      j["conditions"] = conditions_json(m.conditions);
+      if (o.save_profile || o.run.profile) j["profile"] = profile;
+      else j.erase("profile");
+      if (limit > 0) {  // without a limit there is nothing to pass: the error is the answer
+        j["max_error"] = limit;
+        j["passed"] = !failed;
+      }
       out << j.dump(2) << "\n";
     } else {
       fmt::print(out, "dtsim validate: {}\n", header(o.run, m));
       report::write_validation_table(out, v);
-      fmt::print(out, "  profile: {}\n", profile);
+      const auto [low, high] = error_range(v.step.predicted, m.execution);
+      fmt::print(out, "  step-time error over the {} timed steps: {:+.1f}% to {:+.1f}%\n", m.execution.step_times.size(),
+                 100 * low, 100 * high);
+      if (calibrated && !o.save_profile) fmt::print(out, "  profile: calibrated for this run, not kept (--save-profile keeps it)\n");
+      else fmt::print(out, "  profile: {}\n", profile);
+      const Conditions& c = m.conditions;
+      if (c.drift() > kDrift) {
+        fmt::print(out, "  warning: the machine ran at another speed: a reference kernel took {} at calibration, {:.0f} us "
+                        "before the run and {:.0f} us after ({:.0f}% apart); these errors measure the change, not the model\n",
+                   c.calibration ? fmt::format("{:.0f} us", c.calibration->value() * 1e6) : std::string("(not recorded)"),
+                   c.before_run.value() * 1e6, c.after_run.value() * 1e6, 100 * c.drift());
+      }
       if (std::min(calibration_share, m.execution.cpu_share) < kBusy) {
         fmt::print(out, "  warning: a rank got only {:.0f}% of a core during the calibration and {:.0f}% during the run; "
                         "something else was running, so these errors measure the machine's load, not the model\n",
