@@ -1,6 +1,9 @@
-// The dtsim command. Parsing and printing only: every error below is an
-// InputError or a CLI11 usage error, printed on one line with a non-zero exit.
+// The dtsim command. Parsing and printing only. Every failure ends here as one
+// line on stderr: bad input and CLI misuse exit 2, a failed real execution 3,
+// and anything else (a bug) 4 with "internal error", never an abort.
+#include <algorithm>
 #include <cstdio>
+#include <new>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
@@ -33,10 +36,16 @@ int main(int argc, char** argv) {
   dtsim::cli::KernelOptions kernel;
   dtsim::cli::add_kernel(app, kernel);
   dtsim::cli::add_list(app);
+  app.set_version_flag("--version", std::string("dtsim ") + DTSIM_VERSION);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string line = e.what();
+    std::replace(line.begin(), line.end(), '\n', ' ');
+    std::fprintf(stderr, "dtsim: %s (--help lists the options)\n", line.c_str());
+    return 2;
   }
   try {
     if (app.got_subcommand("simulate")) return dtsim::cli::run_simulate(simulate, std::cout);
@@ -55,6 +64,12 @@ int main(int argc, char** argv) {
   } catch (const std::runtime_error& e) {  // the real executor's and the launcher's failures
     std::fprintf(stderr, "dtsim: %s\n", e.what());
     return 3;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "dtsim: out of memory\n");
+    return 3;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dtsim: internal error: %s (please report it with the command line)\n", e.what());
+    return 4;
   }
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "dtsim/core/json_reader.hpp"
 
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -30,19 +31,86 @@ std::string shown(const nlohmann::json& v) {
 
 }  // namespace
 
+namespace {
+
+// Rejects what nlohmann would accept silently or die on: nesting deeper than
+// any dtsim file needs (destroying a 100,000-deep array recurses past the
+// stack) and a key given twice in one object (nlohmann keeps the last). The
+// JSON pointer of the offending place is tracked as the parser goes.
+class Limits {
+ public:
+  explicit Limits(std::string file) : file_(std::move(file)) {}
+
+  bool on_event(int depth, nlohmann::json::parse_event_t event, const nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    switch (event) {
+      case Event::object_start:
+      case Event::array_start:
+        if (depth >= kMaxJsonDepth) {
+          throw InputError(file_, pointer(), fmt::format("nested deeper than {} levels", kMaxJsonDepth));
+        }
+        frames_.push_back({event == Event::object_start, {}, 0, ""});
+        break;
+      case Event::key: {
+        Frame& f = frames_.back();
+        f.current = parsed.get<std::string>();
+        if (!f.keys.insert(f.current).second) throw InputError(file_, pointer(), "the key appears twice in one object");
+        break;
+      }
+      case Event::object_end:
+      case Event::array_end:
+        frames_.pop_back();
+        advance();
+        break;
+      case Event::value:
+        advance();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::size_t index;  // of the next element, in an array
+    std::string current;
+  };
+  void advance() {
+    if (!frames_.empty() && !frames_.back().object) ++frames_.back().index;
+  }
+  [[nodiscard]] std::string pointer() const {
+    std::string out;
+    for (const Frame& f : frames_) out += "/" + (f.object ? f.current : std::to_string(f.index));
+    return out.empty() ? "/" : out;
+  }
+  std::string file_;
+  std::vector<Frame> frames_;
+};
+
+}  // namespace
+
+nlohmann::json parse_json_text(std::string_view text, const std::string& file) {
+  Limits limits(file);
+  try {
+    return nlohmann::json::parse(text, [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+      return limits.on_event(depth, event, parsed);
+    });
+  } catch (const nlohmann::json::exception& e) {
+    // nlohmann's message starts with "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+    std::string what = e.what();
+    if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
+    throw InputError(file, "", "malformed JSON: " + what);
+  }
+}
+
 nlohmann::json load_json_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) throw InputError(path.string(), "", "cannot open the file");
   std::stringstream buffer;
   buffer << in.rdbuf();
-  try {
-    return nlohmann::json::parse(buffer.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    // nlohmann's message starts with "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
-    std::string what = e.what();
-    if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
-    throw InputError(path.string(), "", "malformed JSON: " + what);
-  }
+  if (in.bad()) throw InputError(path.string(), "", "cannot read the file (a directory?)");
+  return parse_json_text(buffer.str(), path.string());
 }
 
 JsonReader::JsonReader(const nlohmann::json& object, std::string file, std::string pointer)

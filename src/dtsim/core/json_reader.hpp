@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -18,7 +19,14 @@
 
 namespace dtsim::core {
 
-/// Parses a JSON file; malformed JSON becomes an InputError with line and column.
+/// No dtsim file nests deeper; deeper input is refused before it can exhaust the stack.
+inline constexpr int kMaxJsonDepth = 64;
+
+/// Parses JSON text; malformed JSON (a number out of double's range included),
+/// nesting deeper than kMaxJsonDepth and a key repeated in one object become an
+/// InputError naming `file`, with line and column or the JSON pointer.
+nlohmann::json parse_json_text(std::string_view text, const std::string& file);
+/// parse_json_text of a file's contents.
 nlohmann::json load_json_file(const std::filesystem::path& path);
 
 class JsonReader {
