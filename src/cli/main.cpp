@@ -61,6 +61,9 @@ int main(int argc, char** argv) {
   } catch (const dtsim::core::InputError& e) {
     std::fprintf(stderr, "dtsim: %s\n", e.what());
     return 2;
+  } catch (const std::range_error& e) {  // a time the input made too long for the simulator's clock
+    std::fprintf(stderr, "dtsim: %s\n", e.what());
+    return 2;
   } catch (const std::runtime_error& e) {  // the real executor's and the launcher's failures
     std::fprintf(stderr, "dtsim: %s\n", e.what());
     return 3;

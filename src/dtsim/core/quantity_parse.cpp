@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -25,7 +26,8 @@ bool split(std::string_view text, NumberAndUnit& out) {
   const char* begin = text.data();
   const char* end = begin + text.size();
   auto [ptr, ec] = std::from_chars(begin, end, out.number);
-  if (ec != std::errc() || ptr == begin || !(out.number >= 0)) return false;
+  // from_chars reads "inf" and "nan" too: neither is a quantity.
+  if (ec != std::errc() || ptr == begin || !std::isfinite(out.number) || out.number < 0) return false;
   out.unit = trim(std::string_view(ptr, static_cast<std::size_t>(end - ptr)));
   return !out.unit.empty();
 }
@@ -57,12 +59,18 @@ double prefixed_factor(std::string_view unit, std::string_view base, bool allow_
                               std::string(text) + "\"");
 }
 
+// A rate divides: zero or one beyond double (1e308 TB/s) is no rate.
+double positive_rate(double value, std::string_view what, std::string_view example, std::string_view text) {
+  if (!(value > 0) || !std::isfinite(value)) fail(std::string("a positive, finite ") + std::string(what), example, text);
+  return value;
+}
+
 }  // namespace
 
 Bytes parse_bytes(std::string_view text) {
   NumberAndUnit nu;
   if (split(text, nu)) {
-    if (double f = prefixed_factor(nu.unit, "B", true); f > 0) return Bytes(nu.number * f);
+    if (double f = prefixed_factor(nu.unit, "B", true); f > 0 && std::isfinite(nu.number * f)) return Bytes(nu.number * f);
   }
   fail("a size", "80 GiB", text);
 }
@@ -70,8 +78,12 @@ Bytes parse_bytes(std::string_view text) {
 BytesPerSecond parse_bandwidth(std::string_view text) {
   NumberAndUnit nu;
   if (split(text, nu)) {
-    if (double f = prefixed_factor(nu.unit, "B/s", true); f > 0) return BytesPerSecond(nu.number * f);
-    if (double f = prefixed_factor(nu.unit, "b/s", false); f > 0) return BytesPerSecond(nu.number * f / 8.0);
+    if (double f = prefixed_factor(nu.unit, "B/s", true); f > 0) {
+      return BytesPerSecond(positive_rate(nu.number * f, "bandwidth", "400 Gb/s", text));
+    }
+    if (double f = prefixed_factor(nu.unit, "b/s", false); f > 0) {
+      return BytesPerSecond(positive_rate(nu.number * f / 8.0, "bandwidth", "400 Gb/s", text));
+    }
   }
   fail("a bandwidth", "400 Gb/s", text);
 }
@@ -79,10 +91,14 @@ BytesPerSecond parse_bandwidth(std::string_view text) {
 Seconds parse_duration(std::string_view text) {
   NumberAndUnit nu;
   if (split(text, nu)) {
-    if (nu.unit == "s") return Seconds(nu.number);
-    if (nu.unit == "ms") return Seconds(nu.number * 1e-3);
-    if (nu.unit == "us" || nu.unit == "\xC2\xB5s") return Seconds(nu.number * 1e-6);
-    if (nu.unit == "ns") return Seconds(nu.number * 1e-9);
+    double seconds = -1;
+    if (nu.unit == "s") seconds = nu.number;
+    if (nu.unit == "ms") seconds = nu.number * 1e-3;
+    if (nu.unit == "us" || nu.unit == "\xC2\xB5s") seconds = nu.number * 1e-6;
+    if (nu.unit == "ns") seconds = nu.number * 1e-9;
+    // Latencies and kernel times: an hour is already absurd, and sums of them must fit the clock.
+    if (seconds > kMaxInputSeconds) fail("a duration of at most an hour", "1.5 us", text);
+    if (seconds >= 0) return Seconds(seconds);
   }
   fail("a duration", "1.5 us", text);
 }
@@ -90,7 +106,7 @@ Seconds parse_duration(std::string_view text) {
 Flops parse_flops(std::string_view text) {
   NumberAndUnit nu;
   if (split(text, nu)) {
-    if (double f = prefixed_factor(nu.unit, "FLOP", false); f > 0) return Flops(nu.number * f);
+    if (double f = prefixed_factor(nu.unit, "FLOP", false); f > 0 && std::isfinite(nu.number * f)) return Flops(nu.number * f);
   }
   fail("a FLOP count", "4.1 GFLOP", text);
 }
@@ -98,7 +114,9 @@ Flops parse_flops(std::string_view text) {
 FlopsPerSecond parse_flop_rate(std::string_view text) {
   NumberAndUnit nu;
   if (split(text, nu)) {
-    if (double f = prefixed_factor(nu.unit, "FLOP/s", false); f > 0) return FlopsPerSecond(nu.number * f);
+    if (double f = prefixed_factor(nu.unit, "FLOP/s", false); f > 0) {
+      return FlopsPerSecond(positive_rate(nu.number * f, "FLOP rate", "989 TFLOP/s", text));
+    }
   }
   fail("a FLOP rate", "989 TFLOP/s", text);
 }
@@ -108,7 +126,7 @@ double parse_fraction(std::string_view text) {
   const std::string_view number = percent ? text.substr(0, text.size() - 1) : text;
   double v = -1;
   auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
-  if (ec != std::errc() || ptr != number.data() + number.size() || v < 0) {
+  if (ec != std::errc() || ptr != number.data() + number.size() || !std::isfinite(v) || v < 0) {
     throw std::invalid_argument("expected a fraction like 5% or 0.05, got \"" + std::string(text) + "\"");
   }
   return percent ? v / 100 : v;

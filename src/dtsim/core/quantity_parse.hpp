@@ -11,6 +11,11 @@
 
 namespace dtsim::core {
 
+/// The longest duration an input may give (latencies, kernel times).
+inline constexpr double kMaxInputSeconds = 3600;
+
+/// Every quantity is finite and non-negative; rates (bandwidths, FLOP rates)
+/// are positive, since they divide.
 Bytes parse_bytes(std::string_view text);
 BytesPerSecond parse_bandwidth(std::string_view text);
 Seconds parse_duration(std::string_view text);

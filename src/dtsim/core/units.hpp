@@ -3,6 +3,8 @@
 /// exist: Bytes / BytesPerSecond is Seconds, Bytes / Bytes is a plain ratio,
 /// and Bytes + Seconds does not compile.
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <compare>
 #include <cstdint>
 
@@ -59,8 +61,18 @@ struct Nanoseconds {
   friend constexpr Nanoseconds operator-(Nanoseconds a, Nanoseconds b) { return {a.count - b.count}; }
 };
 
-/// Rounds to the nearest nanosecond; durations are never negative.
+/// The longest time the clock holds with room for sums: about 29 years.
+inline constexpr double kMaxSimulatedSeconds = 1e9;
+
+/// Rounds to the nearest nanosecond; durations are never negative. A time
+/// that is not finite or beyond kMaxSimulatedSeconds (a bandwidth near zero,
+/// a latency of centuries) would wrap the integer clock, so it is refused.
 inline Nanoseconds to_nanoseconds(Seconds s) {
+  if (!(s.value() <= kMaxSimulatedSeconds) || !(s.value() >= -kMaxSimulatedSeconds)) {
+    throw std::range_error("a simulated time of " + std::to_string(s.value()) +
+                           " s is beyond what the clock holds (1e9 s): a bandwidth, rate or latency in the input is "
+                           "zero or absurd");
+  }
   return {static_cast<std::int64_t>(std::llround(s.value() * 1e9))};
 }
 constexpr Seconds to_seconds(Nanoseconds ns) { return Seconds(static_cast<double>(ns.count) * 1e-9); }

@@ -20,14 +20,15 @@ constexpr const char* kFile = "--strategy";
   throw core::InputError(kFile, "/" + std::string(key), message);
 }
 
-int positive(std::string_view key, std::string_view value, int minimum = 1) {
-  int v = 0;
+int positive(std::string_view key, std::string_view value, int minimum, int maximum) {
+  std::int64_t v = 0;
   auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-  if (ec != std::errc() || ptr != value.data() + value.size() || v < minimum) {
-    fail(key, fmt::format("expected an integer >= {}, got \"{}\"", minimum, value));
+  if (ec != std::errc() || ptr != value.data() + value.size() || v < minimum || v > maximum) {
+    fail(key, fmt::format("expected an integer from {} to {}, got \"{}\"", minimum, maximum, value));
   }
-  return v;
+  return static_cast<int>(v);
 }
+int degree(std::string_view key, std::string_view value) { return positive(key, value, 1, kMaxGpus); }
 
 bool on_off(std::string_view key, std::string_view value) {
   if (value == "on" || value == "true" || value == "1") return true;
@@ -143,18 +144,18 @@ Strategy parse_strategy(std::string_view text) {
     std::string_view value = item.substr(eq + 1);
     if (seen[key]) fail(key, "given twice");
     seen[key] = true;
-    if (key == "dp") s.dp = positive(key, value);
-    else if (key == "tp") s.tp = positive(key, value);
-    else if (key == "pp") s.pp = positive(key, value);
-    else if (key == "cp") s.cp = positive(key, value);
-    else if (key == "ep") s.ep = positive(key, value);
-    else if (key == "ps") s.ps = positive(key, value);
+    if (key == "dp") s.dp = degree(key, value);
+    else if (key == "tp") s.tp = degree(key, value);
+    else if (key == "pp") s.pp = degree(key, value);
+    else if (key == "cp") s.cp = degree(key, value);
+    else if (key == "ep") s.ep = degree(key, value);
+    else if (key == "ps") s.ps = degree(key, value);
     else if (key == "sync") s.sync = on_off(key, value);
-    else if (key == "steps") s.steps = positive(key, value);
-    else if (key == "gpus") s.gpus = positive(key, value);
-    else if (key == "mbs") s.mbs = positive(key, value);
-    else if (key == "gbs") s.gbs = positive(key, value);
-    else if (key == "zero") s.zero = positive(key, value, 0);
+    else if (key == "steps") s.steps = positive(key, value, 1, kMaxPsSteps);
+    else if (key == "gpus") s.gpus = degree(key, value);
+    else if (key == "mbs") s.mbs = positive(key, value, 1, kMaxBatch);
+    else if (key == "gbs") s.gbs = positive(key, value, 1, kMaxBatch);
+    else if (key == "zero") s.zero = positive(key, value, 0, 3);
     else if (key == "overlap") s.overlap = on_off(key, value);
     else if (key == "p2p_overlap") s.p2p_overlap = on_off(key, value);
     else if (key == "dtype") {
@@ -164,7 +165,7 @@ Strategy parse_strategy(std::string_view text) {
     } else if (key == "sp") {
       s.sp = on_off(key, value);
     } else if (key == "vpp") {
-      s.vpp = positive(key, value);
+      s.vpp = positive(key, value, 1, kMaxGpus);
     } else if (key == "schedule") {
       if (value == "gpipe") s.schedule = Schedule::kGpipe;
       else if (value == "1f1b") s.schedule = Schedule::kOneFOneB;
@@ -244,7 +245,12 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
     fail("param_overlap", fmt::format("overlaps the ZeRO-1/2 parameter all-gather: expected zero=1 or 2, got zero={}", s.zero));
   }
   const int available = s.one_node ? cluster.gpus_per_node() : cluster.gpu_count();
-  const int model_parallel = s.tp * s.cp * s.ep * s.pp;
+  // Each degree is at most kMaxGpus (2^20), so products are taken in 64 bits
+  // and checked against the cluster before anything narrows them again.
+  const std::int64_t model_parallel = std::int64_t{s.tp} * s.cp * s.ep * s.pp;
+  if (model_parallel > available) {
+    fail("tp", fmt::format("tp*cp*ep*pp = {} needs more GPUs than the cluster's {}", model_parallel, available));
+  }
 
   if (graph.transformer) {
     const auto& t = *graph.transformer;
@@ -257,7 +263,7 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
     if (s.ep > 1 && t.experts % s.ep != 0) {
       fail("ep", fmt::format("expected a divisor of the model's {} experts, got {}", t.experts, s.ep));
     }
-    if (t.layers % (s.pp * s.vpp) != 0) {
+    if (t.layers % (std::int64_t{s.pp} * s.vpp) != 0) {
       fail("vpp", fmt::format("expected pp*vpp to divide the model's {} layers, got {}*{}", t.layers, s.pp, s.vpp));
     }
   } else if (s.tp > 1 || s.cp > 1 || s.ep > 1) {
@@ -268,7 +274,7 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
     fail("pp", fmt::format("expected at most {} stages, one layer each, got {}", graph.layers.size(), s.pp));
   }
 
-  int gpus = s.gpus > 0 ? s.gpus : (s.dp > 0 ? s.dp * model_parallel : available);
+  const std::int64_t gpus = s.gpus > 0 ? s.gpus : (s.dp > 0 ? s.dp * model_parallel : available);
   if (gpus > available) {
     fail(s.gpus > 0 ? "gpus" : "dp", fmt::format("needs {} GPUs, the cluster has {}", gpus, available));
   }
@@ -276,20 +282,23 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
     if (gpus % model_parallel != 0) {
       fail("tp", fmt::format("expected tp*cp*ep*pp to divide the {} GPUs, got {}", gpus, model_parallel));
     }
-    s.dp = gpus / model_parallel;
+    s.dp = static_cast<int>(gpus / model_parallel);
   } else if (s.dp * model_parallel != gpus) {
     fail("dp", fmt::format("expected a divisor of the {} GPUs that leaves tp*cp*ep*pp = {}, got {}", gpus, model_parallel, s.dp));
   }
-  s.gpus = gpus;
-  r.world = gpus;
+  s.gpus = static_cast<int>(gpus);  // at most `available`
+  r.world = s.gpus;
 
   // Expert-parallel ranks hold different experts but see different data, as dp ranks do.
-  const int per_step = s.dp * s.ep * s.mbs;
-  if (s.gbs == 0) s.gbs = per_step;
+  const std::int64_t per_step = std::int64_t{s.dp} * s.ep * s.mbs;
+  if (per_step > kMaxBatch) {
+    fail("mbs", fmt::format("{} = {} samples per step is more than {}", s.ep > 1 ? "dp*ep*mbs" : "dp*mbs", per_step, kMaxBatch));
+  }
+  if (s.gbs == 0) s.gbs = static_cast<int>(per_step);
   if (s.gbs % per_step != 0) {
     fail("gbs", fmt::format("expected a multiple of {} = {}, got {}", s.ep > 1 ? "dp*ep*mbs" : "dp*mbs", per_step, s.gbs));
   }
-  r.micro_batches = s.gbs / per_step;
+  r.micro_batches = static_cast<int>(s.gbs / per_step);
   if (s.sp && s.tp == 1) fail("sp", "sequence parallelism splits along tensor-parallel ranks; it needs tp > 1");
   if (s.schedule == Schedule::kInterleaved) {
     if (s.pp == 1) fail("schedule", "the interleaved schedule needs pp > 1");

@@ -29,6 +29,12 @@ enum class Recompute { kNone, kSelective, kFull };
 ///    (MixedPrecision), 16 bytes of state per parameter.
 enum class Framework { kMegatron, kPytorch };
 
+/// Limits on what a strategy string may ask for, stated in its errors: a
+/// million GPUs per degree (and in all), a billion samples per batch.
+inline constexpr int kMaxGpus = 1 << 20;
+inline constexpr int kMaxBatch = 1 << 30;
+inline constexpr int kMaxPsSteps = 100000;
+
 struct Strategy {
   int dp = 0;    ///< 0: what the GPUs left over by tp and pp allow
   int tp = 1;
