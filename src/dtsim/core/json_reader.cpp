@@ -1,5 +1,6 @@
 #include "dtsim/core/json_reader.hpp"
 
+#include <cstdint>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -138,18 +139,27 @@ const nlohmann::json& JsonReader::at(const std::string& key, nlohmann::json::val
 }
 
 std::int64_t JsonReader::integer(const std::string& key) {
-  return at(key, nlohmann::json::value_t::number_integer, "an integer").get<std::int64_t>();
+  const nlohmann::json& v = at(key, nlohmann::json::value_t::number_integer, "an integer");
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+    fail(key, fmt::format("expected an integer up to {}, got {}", INT64_MAX, v.dump()));
+  }
+  return v.get<std::int64_t>();
 }
 std::int64_t JsonReader::integer_or(const std::string& key, std::int64_t fallback) {
   return has(key) ? integer(key) : (read_.insert(key), fallback);
 }
-std::int64_t JsonReader::count(const std::string& key) {
-  std::int64_t v = at(key, nlohmann::json::value_t::number_integer, "a positive integer").get<std::int64_t>();
-  if (v < 1) fail(key, fmt::format("expected a positive integer, got {}", v));
-  return v;
+std::int64_t JsonReader::count(const std::string& key, std::int64_t max) {
+  const nlohmann::json& v = at(key, nlohmann::json::value_t::number_integer, "a positive integer");
+  // An integer beyond int64 arrives as unsigned; either way it is out of range.
+  const bool in_range = v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max)
+                                               : v.get<std::int64_t>() >= 1 && v.get<std::int64_t>() <= max;
+  if (!in_range) fail(key, fmt::format("expected an integer from 1 to {}, got {}", max, v.dump()));
+  const auto n = v.get<std::int64_t>();
+  if (n < 1) fail(key, fmt::format("expected an integer from 1 to {}, got {}", max, n));
+  return n;
 }
-std::int64_t JsonReader::count_or(const std::string& key, std::int64_t fallback) {
-  return has(key) ? count(key) : (read_.insert(key), fallback);
+std::int64_t JsonReader::count_or(const std::string& key, std::int64_t fallback, std::int64_t max) {
+  return has(key) ? count(key, max) : (read_.insert(key), fallback);
 }
 double JsonReader::number(const std::string& key) {
   return at(key, nlohmann::json::value_t::number_float, "a number").get<double>();

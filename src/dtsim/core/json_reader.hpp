@@ -29,6 +29,9 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& file);
 /// parse_json_text of a file's contents.
 nlohmann::json load_json_file(const std::filesystem::path& path);
 
+/// The largest count a field may hold unless it says less: INT32_MAX.
+inline constexpr std::int64_t kMaxCount = 2147483647;
+
 class JsonReader {
  public:
   JsonReader(const nlohmann::json& object, std::string file, std::string pointer = "");
@@ -40,9 +43,10 @@ class JsonReader {
 
   std::int64_t integer(const std::string& key);
   std::int64_t integer_or(const std::string& key, std::int64_t fallback);
-  /// A positive integer (>= 1).
-  std::int64_t count(const std::string& key);
-  std::int64_t count_or(const std::string& key, std::int64_t fallback);
+  /// A positive integer from 1 to `max` (by default what an int holds, so
+  /// callers may narrow it); the error states the range.
+  std::int64_t count(const std::string& key, std::int64_t max = kMaxCount);
+  std::int64_t count_or(const std::string& key, std::int64_t fallback, std::int64_t max = kMaxCount);
   double number(const std::string& key);
   double number_or(const std::string& key, double fallback);
   std::string string(const std::string& key);

@@ -110,6 +110,27 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
   return predict(graph, cluster, request, profile ? &*profile : nullptr);
 }
 
+namespace {
+
+// Refuses a plan too large to hold before building it: the lowered graph has
+// a few tasks per layer, micro-batch and phase on every lowered rank (one per
+// pipeline stage, or all with --full), each about 200 bytes with its span,
+// cost, dependencies and events. 10^8 tasks is past any real plan (a
+// 16k-GPU Llama-3-405B step lowers to about 10^5) and would take minutes.
+void check_plan_size(const model::Graph& graph, const plan::ResolvedStrategy& strategy, bool full) {
+  constexpr double kTasksPerLayerStep = 6, kBytesPerTask = 200, kMaxTasks = 1e8;
+  const double lowered_ranks = full ? strategy.world : strategy.s.pp;
+  const double layers_per_rank = static_cast<double>(graph.layers.size()) / strategy.s.pp;
+  const double tasks = lowered_ranks * layers_per_rank * strategy.micro_batches * strategy.s.vpp * kTasksPerLayerStep;
+  if (tasks <= kMaxTasks) return;
+  throw core::InputError("--strategy", "/gbs", fmt::format(
+      "the plan would hold about {:.2g} tasks ({:.0f} GiB) for {} micro-batches on {} lowered ranks; dtsim refuses "
+      "more than {:.0g} tasks: a smaller gbs, a larger mbs{}", tasks, tasks * kBytesPerTask / 1073741824.0,
+      strategy.micro_batches, lowered_ranks, kMaxTasks, full ? " or no --full" : ""));
+}
+
+}  // namespace
+
 Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, const SimulationRequest& request,
                    const hw::Profile* profile) {
   plan::ResolvedStrategy strategy = plan::resolve(plan::parse_strategy(request.strategy), graph, cluster);
@@ -160,6 +181,7 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
     }
   }
   const bool full = request.full || !request.worker_speed.empty();
+  check_plan_size(graph, strategy, full);
   plan::TaskGraph tasks = strategy.s.ps != 0 ? plan::lower_parameter_server(graph, strategy, cluster)
                                              : plan::lower(graph, strategy, cluster, {full});
   sim::TaskCosts costs = sim::cost_tasks(tasks, cost_model, network, request.network);

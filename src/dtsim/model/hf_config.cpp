@@ -12,39 +12,39 @@ namespace dtsim::model {
 namespace {
 
 std::int64_t seq_len_of(core::JsonReader& r, const char* key, const LoadOptions& options) {
-  return options.seq_len ? *options.seq_len : r.count(key);
+  return options.seq_len ? *options.seq_len : r.count(key, kMaxSeqLen);
 }
 
 // llama, mistral, qwen2 and mixtral share Llama's key names.
 TransformerConfig llama_family(core::JsonReader& r, const LoadOptions& options) {
   TransformerConfig c;
-  c.layers = r.count("num_hidden_layers");
-  c.hidden = r.count("hidden_size");
-  c.heads = r.count("num_attention_heads");
-  c.kv_heads = r.count_or("num_key_value_heads", c.heads);
-  c.ffn_hidden = r.count("intermediate_size");
-  c.vocab = r.count("vocab_size");
+  c.layers = r.count("num_hidden_layers", kMaxLayers);
+  c.hidden = r.count("hidden_size", kMaxHidden);
+  c.heads = r.count("num_attention_heads", kMaxHeads);
+  c.kv_heads = r.count_or("num_key_value_heads", c.heads, kMaxHeads);
+  c.ffn_hidden = r.count("intermediate_size", kMaxFfnHidden);
+  c.vocab = r.count("vocab_size", kMaxVocab);
   c.seq_len = seq_len_of(r, "max_position_embeddings", options);
   c.mlp = MlpKind::kSwiGlu;
   c.norm = NormKind::kRmsNorm;
   c.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
   c.learned_positions = false;
   if (r.has("num_local_experts")) {
-    c.experts = r.count("num_local_experts");
-    c.top_k = r.count("num_experts_per_tok");
+    c.experts = r.count("num_local_experts", kMaxExperts);
+    c.top_k = r.count("num_experts_per_tok", kMaxExperts);
   }
   return c;
 }
 
 TransformerConfig gpt2(core::JsonReader& r, const LoadOptions& options) {
   TransformerConfig c;
-  c.layers = r.count("n_layer");
-  c.hidden = r.count("n_embd");
-  c.heads = r.count("n_head");
+  c.layers = r.count("n_layer", kMaxLayers);
+  c.hidden = r.count("n_embd", kMaxHidden);
+  c.heads = r.count("n_head", kMaxHeads);
   c.kv_heads = c.heads;
   // n_inner is null in GPT-2's own files, meaning 4 x n_embd.
-  c.ffn_hidden = r.has("n_inner") && !r.raw().at("n_inner").is_null() ? r.count("n_inner") : 4 * c.hidden;
-  c.vocab = r.count("vocab_size");
+  c.ffn_hidden = r.has("n_inner") && !r.raw().at("n_inner").is_null() ? r.count("n_inner", kMaxFfnHidden) : 4 * c.hidden;
+  c.vocab = r.count("vocab_size", kMaxVocab);
   c.seq_len = seq_len_of(r, "n_positions", options);
   c.mlp = MlpKind::kGelu;
   c.norm = NormKind::kLayerNorm;
@@ -55,12 +55,12 @@ TransformerConfig gpt2(core::JsonReader& r, const LoadOptions& options) {
 
 TransformerConfig gpt_neox(core::JsonReader& r, const LoadOptions& options) {
   TransformerConfig c;
-  c.layers = r.count("num_hidden_layers");
-  c.hidden = r.count("hidden_size");
-  c.heads = r.count("num_attention_heads");
+  c.layers = r.count("num_hidden_layers", kMaxLayers);
+  c.hidden = r.count("hidden_size", kMaxHidden);
+  c.heads = r.count("num_attention_heads", kMaxHeads);
   c.kv_heads = c.heads;
-  c.ffn_hidden = r.count("intermediate_size");
-  c.vocab = r.count("vocab_size");
+  c.ffn_hidden = r.count("intermediate_size", kMaxFfnHidden);
+  c.vocab = r.count("vocab_size", kMaxVocab);
   c.seq_len = seq_len_of(r, "max_position_embeddings", options);
   c.mlp = MlpKind::kGelu;
   c.norm = NormKind::kLayerNorm;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "dtsim/core/json_reader.hpp"
+#include "dtsim/model/transformer.hpp"
 #include "dtsim/model/workload_loader.hpp"
 
 namespace dtsim::model {
@@ -33,34 +34,43 @@ void set_memory(Op& op, OpKind kind, double moved, double saved) {
   op.saved.replicated_elements = saved;
 }
 
+// Bounds that keep every product below (kernel^2 x in x out, channels x
+// size^2) exact in 64 bits, far past any published network.
+constexpr std::int64_t kMaxChannels = 1 << 20;
+constexpr std::int64_t kMaxKernel = 64;
+constexpr std::int64_t kMaxImageSize = 1 << 16;
+constexpr std::int64_t kMaxElements = std::int64_t{1} << 40;
+
 Op read_op(core::JsonReader& r) {
   Op op;
   op.name = r.string("name");
   op.split = TensorSplit::kReplicated;
   std::string type = r.choice("type", {"conv", "linear", "norm", "elementwise", "pool"});
   if (type == "conv") {
-    std::int64_t in = r.count("in_channels"), out = r.count("out_channels");
-    std::int64_t kernel = r.count("kernel"), stride = r.count("stride"), size = r.count("input_size");
+    std::int64_t in = r.count("in_channels", kMaxChannels), out = r.count("out_channels", kMaxChannels);
+    std::int64_t kernel = r.count("kernel", kMaxKernel), stride = r.count("stride", kMaxKernel);
+    std::int64_t size = r.count("input_size", kMaxImageSize);
     std::int64_t out_size = (size + stride - 1) / stride;
     // Convolution as the implicit GEMM cuDNN runs: output pixels x out channels x (kernel^2 x in channels).
     set_gemm(op, {out_size * out_size, out, kernel * kernel * in, 1});
     op.params = static_cast<double>(kernel * kernel * in * out);
     op.saved.replicated_elements = static_cast<double>(in * size * size);
   } else if (type == "linear") {
-    std::int64_t in = r.count("in_features"), out = r.count("out_features");
+    std::int64_t in = r.count("in_features", kMaxChannels), out = r.count("out_features", kMaxChannels);
     set_gemm(op, {1, out, in, 1});
     op.params = static_cast<double>(in * out + out);
     op.saved.replicated_elements = static_cast<double>(in);
   } else if (type == "norm") {
-    std::int64_t channels = r.count("channels"), size = r.count("input_size");
+    std::int64_t channels = r.count("channels", kMaxChannels), size = r.count("input_size", kMaxImageSize);
     double elements = static_cast<double>(channels * size * size);
     set_memory(op, OpKind::kNorm, 2 * elements, elements);
     op.params = static_cast<double>(2 * channels);
   } else if (type == "elementwise") {
-    double elements = static_cast<double>(r.count("elements"));
+    double elements = static_cast<double>(r.count("elements", kMaxElements));
     set_memory(op, OpKind::kElementwise, 3 * elements, 0);
   } else {
-    std::int64_t channels = r.count("channels"), in = r.count("input_size"), out = r.count("output_size");
+    std::int64_t channels = r.count("channels", kMaxChannels), in = r.count("input_size", kMaxImageSize);
+    std::int64_t out = r.count("output_size", kMaxImageSize);
     set_memory(op, OpKind::kElementwise, static_cast<double>(channels * (in * in + out * out)), 0);
   }
   r.finish();
@@ -81,10 +91,14 @@ Graph load_layer_graph(const nlohmann::json& document, const std::string& file) 
     layer.name = layer_reader.string("name");
     layer.role = LayerRole::kBlock;
     for (core::JsonReader& op_reader : layer_reader.objects("ops")) layer.ops.push_back(read_op(op_reader));
+    if (layer.ops.empty()) layer_reader.fail("ops", "expected at least one op (a layer with none takes no time)");
     layer_reader.finish();
     graph.layers.push_back(std::move(layer));
   }
   if (graph.layers.empty()) r.fail("layers", "expected at least one layer");
+  if (static_cast<std::int64_t>(graph.layers.size()) > kMaxLayers) {
+    r.fail("layers", fmt::format("expected at most {} layers, got {}", kMaxLayers, graph.layers.size()));
+  }
   r.finish();
   return graph;
 }

@@ -12,6 +12,17 @@ namespace dtsim::model {
 enum class MlpKind { kGelu, kSwiGlu };
 enum class NormKind { kLayerNorm, kRmsNorm };
 
+/// The largest shapes a model file may give, stated in its errors: an order of
+/// magnitude or more past any published model, small enough that counts,
+/// FLOPs and bytes stay exact.
+inline constexpr std::int64_t kMaxLayers = 10000;
+inline constexpr std::int64_t kMaxHidden = 1 << 20;
+inline constexpr std::int64_t kMaxHeads = 1 << 16;
+inline constexpr std::int64_t kMaxFfnHidden = 1 << 22;
+inline constexpr std::int64_t kMaxVocab = 1 << 24;
+inline constexpr std::int64_t kMaxSeqLen = 1 << 24;
+inline constexpr std::int64_t kMaxExperts = 1 << 16;
+
 struct TransformerConfig {
   std::string name;
   std::string source;

@@ -12,7 +12,9 @@ void check_transformer(const TransformerConfig& c, const core::JsonReader& r, co
   if (c.heads % c.kv_heads != 0) {
     r.fail(kv_heads_key, fmt::format("expected a divisor of {} attention heads, got {}", c.heads, c.kv_heads));
   }
-  if (c.experts < 0) r.fail("experts", fmt::format("expected 0 (dense) or more experts, got {}", c.experts));
+  if (c.experts < 0 || c.experts > kMaxExperts) {
+    r.fail("experts", fmt::format("expected 0 (dense) to {} experts, got {}", kMaxExperts, c.experts));
+  }
   if (c.experts > 0 && (c.top_k < 1 || c.top_k > c.experts)) {
     r.fail("top_k", fmt::format("expected 1 to {} experts per token, got {}", c.experts, c.top_k));
   }

@@ -13,13 +13,13 @@ Graph load_transformer(core::JsonReader& r, const LoadOptions& options) {
   TransformerConfig c;
   c.name = r.string("name");
   c.source = r.string_or("source", "");
-  c.layers = r.count("layers");
-  c.hidden = r.count("hidden");
-  c.heads = r.count("heads");
-  c.kv_heads = r.count_or("kv_heads", c.heads);
-  c.ffn_hidden = r.count_or("ffn_hidden", 4 * c.hidden);
-  c.vocab = r.count("vocab");
-  c.seq_len = options.seq_len.value_or(r.count("seq_len"));
+  c.layers = r.count("layers", kMaxLayers);
+  c.hidden = r.count("hidden", kMaxHidden);
+  c.heads = r.count("heads", kMaxHeads);
+  c.kv_heads = r.count_or("kv_heads", c.heads, kMaxHeads);
+  c.ffn_hidden = r.count_or("ffn_hidden", 4 * c.hidden, kMaxFfnHidden);
+  c.vocab = r.count("vocab", kMaxVocab);
+  c.seq_len = options.seq_len.value_or(r.count("seq_len", kMaxSeqLen));
   c.mlp = r.choice_or("mlp", {"gelu", "swiglu"}, "gelu") == "swiglu" ? MlpKind::kSwiGlu : MlpKind::kGelu;
   c.norm = r.choice_or("norm", {"layernorm", "rmsnorm"}, "layernorm") == "rmsnorm" ? NormKind::kRmsNorm
                                                                                      : NormKind::kLayerNorm;
@@ -39,6 +39,9 @@ Graph load_transformer(core::JsonReader& r, const LoadOptions& options) {
 }  // namespace
 
 Graph load_workload_json(const nlohmann::json& document, const std::string& file, const LoadOptions& options) {
+  if (options.seq_len && (*options.seq_len < 1 || *options.seq_len > kMaxSeqLen)) {
+    throw core::InputError("--seq-len", "", fmt::format("expected 1 to {} tokens, got {}", kMaxSeqLen, *options.seq_len));
+  }
   if (document.is_object() && document.contains("model_type")) return load_hf_config(document, file, options);
   core::JsonReader r(document, file);
   std::string kind = r.choice("kind", {"transformer", "graph"});

@@ -31,7 +31,7 @@ enum class Framework { kMegatron, kPytorch };
 
 /// Limits on what a strategy string may ask for, stated in its errors: a
 /// million GPUs per degree (and in all), a billion samples per batch.
-inline constexpr int kMaxGpus = 1 << 20;
+inline constexpr int kMaxGpus = topo::kMaxGpus;
 inline constexpr int kMaxBatch = 1 << 30;
 inline constexpr int kMaxPsSteps = 100000;
 

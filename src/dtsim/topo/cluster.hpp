@@ -14,6 +14,9 @@
 
 namespace dtsim::topo {
 
+/// The most GPUs a cluster may have: 2^20, ten times the largest built.
+inline constexpr int kMaxGpus = 1 << 20;
+
 enum class VertexKind { kGpu, kNic, kSwitch, kHost };
 enum class LinkKind { kNvLink, kPcie, kNetwork };
 

@@ -295,9 +295,19 @@ Cluster build_cluster(const nlohmann::json& document, const std::string& file, c
   const hw::Device* device = catalog.find(device_name);
   if (!device) r.fail("device", fmt::format("expected one of {}, got \"{}\"", catalog.names(), device_name));
   shape.device = catalog.with_kernel_figures(*device);
-  shape.nodes = static_cast<int>(r.count("nodes"));
-  if (options.nodes) shape.nodes = *options.nodes;
-  shape.gpus_per_node = static_cast<int>(r.count("gpus_per_node"));
+  shape.nodes = static_cast<int>(r.count("nodes", kMaxGpus));
+  if (options.nodes) {
+    if (*options.nodes < 1 || *options.nodes > kMaxGpus) {
+      throw core::InputError("--nodes", "", fmt::format("expected 1 to {} nodes, got {}", kMaxGpus, *options.nodes));
+    }
+    shape.nodes = *options.nodes;
+  }
+  shape.gpus_per_node = static_cast<int>(r.count("gpus_per_node", 1024));
+  if (std::int64_t{shape.nodes} * shape.gpus_per_node > kMaxGpus) {
+    throw core::InputError(options.nodes ? "--nodes" : file, options.nodes ? "" : "/nodes",
+                           fmt::format("{} nodes of {} GPUs is more than the {} GPUs dtsim models", shape.nodes,
+                                       shape.gpus_per_node, kMaxGpus));
+  }
   shape.channels = static_cast<int>(r.count_or("channels", shape.channels));
   if (shape.channels < 1 || shape.channels > 64) {
     r.fail("channels", fmt::format("expected NCCL's channel count, 1 to 64, got {}", shape.channels));
