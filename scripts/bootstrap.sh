@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
   chromium  # renders the HTML report in a test
+  clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer
   jupyter-nbconvert python3-nbconvert python3-nbformat python3-ipykernel python3-matplotlib  # executes notebooks/ in CI
 )
 
