@@ -83,6 +83,8 @@ const Case kCases[] = {
   // profiles and reports
   {"profile without schema", R"({"device": "H100-SXM"})", "simulate -m tiny-gpt -c dgx-h100 -s ddp --profile $F", "$F: /schema"},
   {"report of another schema", R"({"schema": "dtsim.validate/1"})", "compare $F $F", "$F: /schema: expected a dtsim report"},
+  {"a fixed degree no layout has", "", "search -m gpt3-1.3b -c dgx-h100 --gbs 64 --fix tp=3", "--fix: no strategy of gpt3-1.3b on 8 GPUs of dgx-h100 has tp=3"},
+  {"the real executor on a GPU cluster", "", "validate -m tiny-gpt -c dgx-h100 -s ddp", "--cluster: the real executor runs CPU clusters"},
   // CLI misuse
   {"unknown option", "", "simulate --bogus", "The following argument was not expected: --bogus (--help lists the options)"},
   {"no subcommand", "", "", "A subcommand is required"},

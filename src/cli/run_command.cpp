@@ -55,6 +55,12 @@ void check_options(const RunOptions& o) {
 // Outside a launcher: resolve the plan's world size and re-execute under mpirun.
 void launch_if_needed(const RunOptions& o, const std::optional<std::string>& profile, const std::vector<std::string>& args) {
   if (exec::launched_by_mpi()) return;
+  // Checked before mpirun starts a rank per GPU of the plan on this machine's cores.
+  driver::SimulationRequest cluster_only{o.model, o.cluster, o.strategy, std::nullopt, std::nullopt, std::nullopt, false, {}, {}};
+  if (const std::string device = driver::cluster_device(cluster_only); device != "CPU") {
+    throw core::InputError("--cluster", "", fmt::format("the real executor runs CPU clusters (such as localhost-cpu); {} "
+                                                        "has {} GPUs, whose backend is not built yet", o.cluster, device));
+  }
   int world = 1;
   if (profile) {
     world = plan_for(o, *profile).strategy.world;

@@ -100,6 +100,15 @@ int run_search(const SearchOptions& o, std::ostream& out) {
   const auto start = std::chrono::steady_clock::now();
   search::SearchResult r = search::run_search(graph, cluster, options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (r.enumerated == 0) {
+    // Nothing to rank is a question that cannot be asked, not a search that found nothing that fits.
+    throw core::InputError(o.fix.empty() && o.max.empty() ? "--gbs" : (o.fix.empty() ? "--max" : "--fix"), "",
+                           fmt::format("no strategy of {} on {} GPUs of {} has {}{}{}: each degree must divide what it "
+                                       "splits (heads, layers, sequence, experts, GPUs, the global batch {})",
+                                       graph.name, cluster.gpu_count(), cluster.name(),
+                                       o.fix.empty() ? "" : o.fix, o.fix.empty() || o.max.empty() ? "" : " and ",
+                                       o.max.empty() ? (o.fix.empty() ? "a valid layout" : "") : "at most " + o.max, o.gbs));
+  }
 
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();

@@ -90,6 +90,11 @@ Simulation simulate(const SimulationRequest& request) {
                     std::move(p.report), std::move(p.costs), std::move(profile)};
 }
 
+std::string cluster_device(const SimulationRequest& request) {
+  hw::DeviceCatalog catalog;
+  return topo::load_cluster(resolve_input(request.cluster, "topologies", "--cluster"), catalog, {request.nodes}).device().name;
+}
+
 int resolve_world(const SimulationRequest& request) {
   hw::DeviceCatalog catalog;
   model::Graph graph = model::load_workload(resolve_input(request.model, "workloads", "--model"), {request.seq_len});

@@ -69,6 +69,9 @@ struct Simulation {
 
 Simulation simulate(const SimulationRequest& request);
 
+/// The device name of the request's cluster ("CPU", "H100-SXM", ...).
+std::string cluster_device(const SimulationRequest& request);
+
 /// The number of ranks the request's strategy uses (no simulation, no profile needed).
 int resolve_world(const SimulationRequest& request);
 
