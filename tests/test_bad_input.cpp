@@ -85,8 +85,10 @@ const Case kCases[] = {
   {"report of another schema", R"({"schema": "dtsim.validate/1"})", "compare $F $F", "$F: /schema: expected a dtsim report"},
   {"a fixed degree no layout has", "", "search -m gpt3-1.3b -c dgx-h100 --gbs 64 --fix tp=3", "--fix: no strategy of gpt3-1.3b on 8 GPUs of dgx-h100 has tp=3"},
   {"the real executor on a GPU cluster", "", "validate -m tiny-gpt -c dgx-h100 -s ddp", "--cluster: the real executor runs CPU clusters"},
+  {"a negative price", "", "plan --model gpt3-1.3b --tokens 1e9 --devices H100-SXM --gpus 8 --price H100-SXM=-1", "--price: expected DEVICE=USD per GPU-hour with a positive price, got \"H100-SXM=-1\""},
   // CLI misuse
-  {"unknown option", "", "simulate --bogus", "The following argument was not expected: --bogus (--help lists the options)"},
+  {"unknown option", "", "simulate -m tiny-gpt -c dgx-h100 -s ddp --bogus", "The following argument was not expected: --bogus (--help lists the options)"},
+  {"nothing named (no silent llama2-7b)", "", "simulate", "--model is required"},
   {"no subcommand", "", "", "A subcommand is required"},
   {"bad tolerance", "", "compare a.json b.json --tolerance five", "--tolerance: expected a tolerance like 5% or 0.05"},
 };

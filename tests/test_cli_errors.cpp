@@ -21,39 +21,39 @@ void expect_one_line(const std::string& args, const std::string& line) {
 }
 
 TEST(CliErrors, MalformedJson) {
-  expect_one_line("simulate --model " + kInputs + "malformed.json",
+  expect_one_line("simulate --cluster dgx-h100 --strategy fsdp --model " + kInputs + "malformed.json",
                   kInputs + "malformed.json: malformed JSON: parse error at line 4, column 1: syntax error while parsing "
                             "object key - unexpected '}'; expected string literal");
 }
 
 TEST(CliErrors, UnknownKey) {
-  expect_one_line("simulate --model " + kInputs + "unknown_key.json",
+  expect_one_line("simulate --cluster dgx-h100 --strategy fsdp --model " + kInputs + "unknown_key.json",
                   kInputs + "unknown_key.json: /hidden_size: unknown key; valid keys here: causal, experts, ffn_hidden, heads, "
                             "hidden, kind, kv_heads, layers, mlp, name, norm, positions, seq_len, source, tied_embeddings, "
                             "top_k, vocab");
 }
 
 TEST(CliErrors, WrongUnit) {
-  expect_one_line("simulate --cluster " + kInputs + "wrong_unit.json",
+  expect_one_line("simulate --model llama2-7b --strategy fsdp --cluster " + kInputs + "wrong_unit.json",
                   kInputs + "wrong_unit.json: /intra_node/bandwidth: expected a bandwidth like \"400 Gb/s\", got \"450\"");
 }
 
 TEST(CliErrors, MissingField) {
-  expect_one_line("simulate --cluster " + kInputs + "missing_field.json",
+  expect_one_line("simulate --model llama2-7b --strategy fsdp --cluster " + kInputs + "missing_field.json",
                   kInputs + "missing_field.json: /gpus_per_node: missing field: expected a positive integer");
 }
 
 TEST(CliErrors, DpNotDividingTheGpus) {
-  expect_one_line("simulate --strategy gpus=8,dp=3",
+  expect_one_line("simulate --model llama2-7b --cluster dgx-h100 --strategy gpus=8,dp=3",
                   "--strategy: /dp: expected a divisor of the 8 GPUs that leaves tp*cp*ep*pp = 1, got 3");
 }
 
 TEST(CliErrors, BatchNotDivisible) {
-  expect_one_line("simulate --strategy ddp,gbs=12", "--strategy: /gbs: expected a multiple of dp*mbs = 8, got 12");
+  expect_one_line("simulate --model llama2-7b --cluster dgx-h100 --strategy ddp,gbs=12", "--strategy: /gbs: expected a multiple of dp*mbs = 8, got 12");
 }
 
 TEST(CliErrors, UnknownBundledName) {
-  CliResult r = run_dtsim("simulate --model llama9", true);
+  CliResult r = run_dtsim("simulate --cluster dgx-h100 --strategy fsdp --model llama9", true);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("--model: no file \"llama9\" and no bundled workloads of that name; bundled: bert-large,"), std::string::npos)
       << r.out;
@@ -85,7 +85,7 @@ TEST(CliProfile, AProfileReplacesTheDefaultEfficiencies) {
 }
 
 TEST(CliProfile, AProfileOfAnotherDeviceIsRejected) {
-  expect_one_line("simulate --cluster dgx-a100 --profile " + kInputs + "h100_profile.json",
+  expect_one_line("simulate --model llama2-7b --strategy fsdp --cluster dgx-a100 --profile " + kInputs + "h100_profile.json",
                   kInputs + "h100_profile.json: /device: expected a profile of the cluster's A100-SXM-80GB, got \"H100-SXM\"");
 }
 
@@ -114,8 +114,8 @@ namespace {
 TEST(CliCompare, ExitCodesFollowTheTolerance) {
   const ScratchDir scratch;
   const std::string a = scratch.file("a.json"), b = scratch.file("b.json");
-  ASSERT_EQ(run_dtsim("simulate --strategy zero2 --json > " + a).exit_code, 0);
-  ASSERT_EQ(run_dtsim("simulate --strategy zero2,bucket=50MiB --json > " + b).exit_code, 0);
+  ASSERT_EQ(run_dtsim("simulate --model llama2-7b --cluster dgx-h100 --strategy zero2 --json > " + a).exit_code, 0);
+  ASSERT_EQ(run_dtsim("simulate --model llama2-7b --cluster dgx-h100 --strategy zero2,bucket=50MiB --json > " + b).exit_code, 0);
   EXPECT_EQ(run_dtsim("compare " + a + " " + a).exit_code, 0);
   EXPECT_EQ(run_dtsim("compare " + a + " " + b + " --tolerance 50%").exit_code, 1);  // the strategy differs
   expect_one_line("compare " + a + " " + kInputs + "h100_profile.json",

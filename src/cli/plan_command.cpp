@@ -119,9 +119,14 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
     const auto eq = p.find('=');
     try {
       if (eq == std::string::npos) throw std::invalid_argument(p);
-      options.price_per_gpu_hour[p.substr(0, eq)] = std::stod(p.substr(eq + 1));
+      std::size_t used = 0;
+      const std::string number = p.substr(eq + 1);
+      const double usd = std::stod(number, &used);
+      // A price is a positive, finite number and nothing after it ("2.1x" is a typo, not 2.1).
+      if (used != number.size() || !(usd > 0) || !std::isfinite(usd)) throw std::invalid_argument(p);
+      options.price_per_gpu_hour[p.substr(0, eq)] = usd;
     } catch (const std::exception&) {
-      throw core::InputError("--price", "", fmt::format("expected DEVICE=USD per GPU-hour, got \"{}\"", p));
+      throw core::InputError("--price", "", fmt::format("expected DEVICE=USD per GPU-hour with a positive price, got \"{}\"", p));
     }
   }
   std::vector<search::PlanRow> rows = search::plan_capacity(graph, catalog, options);

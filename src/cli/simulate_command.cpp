@@ -17,11 +17,12 @@ namespace dtsim::cli {
 
 void add_simulate(CLI::App& app, SimulateOptions& o) {
   CLI::App* cmd = app.add_subcommand("simulate", "predict one training step");
+  // Required: a prediction for a model, cluster or strategy the user did not name answers another question.
   cmd->add_option("--model,-m", o.model, "workload: a bundled name (dtsim list) or a path; HF config.json works too")
-      ->capture_default_str();
-  cmd->add_option("--cluster,-c", o.cluster, "cluster: a bundled name or a path")->capture_default_str();
+      ->required();
+  cmd->add_option("--cluster,-c", o.cluster, "cluster: a bundled name or a path")->required();
   cmd->add_option("--strategy,-s", o.strategy, "preset and/or key=value,... (dp, tp, pp, gpus, mbs, gbs, dtype, overlap, zero, bucket)")
-      ->capture_default_str();
+      ->required();
   cmd->add_option("--nodes", o.nodes, "override the cluster file's node count");
   cmd->add_option("--seq-len", o.seq_len, "override the model's sequence length");
   cmd->add_option("--profile", o.profile, "calibration profile (dtsim.profile/1)");
