@@ -1,5 +1,6 @@
 #include "dtsim/topo/cluster_loader.hpp"
 
+#include <algorithm>
 #include <array>
 #include <map>
 
@@ -35,15 +36,28 @@ double bus_efficiency(core::JsonReader& r) {
 // A TPU-style torus: the node's chips on a grid of `dims` (product =
 // gpus_per_node), each linked to its neighbour in every dimension, wrapping
 // around; the host sits on PCIe beside them.
+// Whether `v` is an integer from `lo` to `hi` (checked before any narrowing).
+bool int_in(const nlohmann::json& v, std::int64_t lo, std::int64_t hi) {
+  if (!v.is_number_integer()) return false;
+  if (v.is_number_unsigned()) {  // nlohmann keeps every non-negative literal unsigned
+    const std::uint64_t u = v.get<std::uint64_t>();
+    return u >= static_cast<std::uint64_t>(std::max<std::int64_t>(lo, 0)) && u <= static_cast<std::uint64_t>(hi);
+  }
+  return v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi;
+}
+
 void build_torus(Cluster& cluster, core::JsonReader& intra, const HostLink& pcie) {
   std::vector<int> dims;
+  if (!intra.has("dims") || !intra.raw().at("dims").is_array()) {
+    intra.fail("dims", "missing field: expected the torus's dimensions, a list of positive integers like [4, 4, 4]");
+  }
   for (const auto& d : intra.raw().at("dims")) {
-    if (!d.is_number_integer() || d.get<int>() < 1) intra.fail("dims", "expected a list of positive integers like [4, 4, 4]");
+    if (!int_in(d, 1, kMaxGpus)) intra.fail("dims", "expected a list of positive integers like [4, 4, 4]");
     dims.push_back(d.get<int>());
   }
   intra.ignore("dims");
-  int product = 1;
-  for (int d : dims) product *= d;
+  std::int64_t product = 1;
+  for (int d : dims) product = std::min<std::int64_t>(product * d, std::int64_t{kMaxGpus} + 1);  // no overflow
   if (dims.empty() || product != cluster.gpus_per_node()) {
     intra.fail("dims", fmt::format("expected dimensions whose product is the {} chips per node, got {}",
                                    cluster.gpus_per_node(), product));
@@ -88,11 +102,10 @@ void build_nvlink_mesh(Cluster& cluster, core::JsonReader& intra, const HostLink
   const auto& list = intra.raw().contains("links") ? intra.raw().at("links") : nlohmann::json();
   for (const auto& l : list) {
     const int n = cluster.gpus_per_node();
-    if (!l.is_array() || l.size() != 3 || !l[0].is_number_integer() || !l[1].is_number_integer() ||
-        !l[2].is_number_integer() || l[0].get<int>() < 0 || l[0].get<int>() >= n || l[1].get<int>() < 0 ||
-        l[1].get<int>() >= n || l[0] == l[1] || l[2].get<int>() < 1) {
-      intra.fail("links", fmt::format("expected [gpu, gpu, count] triples of local GPU indices 0..{} and a positive "
-                                      "link count, got {}", n - 1, l.dump()));
+    if (!l.is_array() || l.size() != 3 || !int_in(l[0], 0, n - 1) || !int_in(l[1], 0, n - 1) || l[0] == l[1] ||
+        !int_in(l[2], 1, 64)) {
+      intra.fail("links", fmt::format("expected [gpu, gpu, count] triples of local GPU indices 0..{} and a link "
+                                      "count from 1 to 64, got {}", n - 1, l.dump()));
     }
     links.push_back({l[0].get<int>(), l[1].get<int>(), l[2].get<int>()});
   }
@@ -320,7 +333,7 @@ Cluster build_cluster(const nlohmann::json& document, const std::string& file, c
     p->finish();
   }
   if (r.has("fabric")) {
-    if (options.nodes && *options.nodes != static_cast<int>(document.at("nodes").get<int>())) {
+    if (options.nodes && *options.nodes != static_cast<int>(r.raw().at("nodes").get<std::int64_t>())) {
       throw core::InputError("--nodes", file, "an explicit fabric lists its nodes; --nodes cannot change their count");
     }
     core::JsonReader fabric = r.object("fabric");
