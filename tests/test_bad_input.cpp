@@ -86,6 +86,7 @@ const Case kCases[] = {
   {"a fixed degree no layout has", "", "search -m gpt3-1.3b -c dgx-h100 --gbs 64 --fix tp=3", "--fix: no strategy of gpt3-1.3b on 8 GPUs of dgx-h100 has tp=3"},
   {"the real executor on a GPU cluster", "", "validate -m tiny-gpt -c dgx-h100 -s ddp", "--cluster: the real executor runs CPU clusters"},
   {"a negative price", "", "plan --model gpt3-1.3b --tokens 1e9 --devices H100-SXM --gpus 8 --price H100-SXM=-1", "--price: expected DEVICE=USD per GPU-hour with a positive price, got \"H100-SXM=-1\""},
+  {"a broken report", R"({"schema": "dtsim.report/1", "step_time_s": "fast"})", "compare $F $F", "$F: /step_time_s: expected a number, as every simulate --json report has"},
   // CLI misuse
   {"unknown option", "", "simulate -m tiny-gpt -c dgx-h100 -s ddp --bogus", "The following argument was not expected: --bogus (--help lists the options)"},
   {"nothing named (no silent llama2-7b)", "", "simulate", "--model is required"},

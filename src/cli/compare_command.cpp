@@ -27,6 +27,18 @@ nlohmann::json load_report(const std::string& path) {
   if (!report.is_object() || report.value("schema", "") != "dtsim.report/1") {
     throw core::InputError(path, "/schema", "expected a dtsim report (\"schema\": \"dtsim.report/1\"), as simulate --json writes");
   }
+  // A truncated or hand-edited report would otherwise compare as "differences"
+  // and exit 1, which reads as a regression rather than a broken file.
+  for (const char* key : {"step_time_s", "samples_per_s", "mfu", "gpus"}) {
+    if (!report.contains(key) || !report.at(key).is_number()) {
+      throw core::InputError(path, std::string("/") + key, "expected a number, as every simulate --json report has");
+    }
+  }
+  for (const char* key : {"memory", "breakdown"}) {
+    if (!report.contains(key) || !report.at(key).is_object()) {
+      throw core::InputError(path, std::string("/") + key, "expected an object, as every simulate --json report has");
+    }
+  }
   return report;
 }
 
