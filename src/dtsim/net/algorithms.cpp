@@ -69,9 +69,7 @@ const topo::Route& Network::route(int from, int to) const {
   auto key = std::pair{from, to};
   auto it = routes_.find(key);
   if (it == routes_.end()) {
-    auto d = distances_.find(from);
-    if (d == distances_.end()) d = distances_.emplace(from, cluster_->distances_from(from)).first;
-    it = routes_.emplace(key, cluster_->route(from, to, d->second)).first;
+    it = routes_.emplace(key, cluster_->route_searched(from, to, search_scratch_)).first;
   }
   return it->second;
 }

@@ -1,10 +1,13 @@
 #include "dtsim/topo/cluster.hpp"
 
+#include "dtsim/core/input_error.hpp"
+
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
 
 #include <cstdint>
+#include <optional>
 #include <random>
 
 namespace dtsim::topo {
@@ -65,24 +68,57 @@ bool Cluster::nic_relays_inside_node(VertexId from, VertexId to, VertexId source
   return nic.node == (*fabric_)[source].node && (*fabric_)[to].node == nic.node;
 }
 
-std::vector<int> Cluster::distances_from(int from) const {
-  const VertexId source = endpoint_vertex(from);
-  std::vector<int> distance(boost::num_vertices(*fabric_), -1);
+namespace {
+
+// Breadth-first hop counts from `source` into `distance` (all -1 on entry),
+// stopping once every vertex up to the depth of `stop` (when given) is
+// labelled; returns the vertices it labelled. Host CPUs end routes but never
+// relay them: a GPU-host-GPU detour over PCIe is fewer hops than a torus path,
+// and no real traffic takes it.
+template <class RelaysInsideNode>
+std::vector<VertexId> breadth_first(const Fabric& fabric, VertexId source, std::optional<VertexId> stop,
+                                    std::vector<int>& distance, RelaysInsideNode relays_inside_node) {
   std::vector<VertexId> frontier{source};
   distance[source] = 0;
   for (std::size_t i = 0; i < frontier.size(); ++i) {
     const VertexId v = frontier[i];
-    // Host CPUs end routes but never relay them: a GPU-host-GPU detour over
-    // PCIe is fewer hops than a torus path, and no real traffic takes it.
-    if (v != source && (*fabric_)[v].kind == VertexKind::kHost) continue;
-    for (auto e : boost::make_iterator_range(boost::out_edges(v, *fabric_))) {
-      const VertexId u = boost::target(e, *fabric_);
-      if (distance[u] >= 0 || nic_relays_inside_node(v, u, source)) continue;
+    // The level of `stop` is complete once it is dequeued: every vertex one hop
+    // nearer has been expanded, which is all the walk back from it reads.
+    if (stop && v == *stop) break;
+    if (v != source && fabric[v].kind == VertexKind::kHost) continue;
+    for (auto e : boost::make_iterator_range(boost::out_edges(v, fabric))) {
+      const VertexId u = boost::target(e, fabric);
+      if (distance[u] >= 0 || relays_inside_node(v, u)) continue;
       distance[u] = distance[v] + 1;
       frontier.push_back(u);
     }
   }
+  return frontier;
+}
+
+}  // namespace
+
+std::vector<int> Cluster::distances_from(int from) const {
+  const VertexId source = endpoint_vertex(from);
+  std::vector<int> distance(boost::num_vertices(*fabric_), -1);
+  breadth_first(*fabric_, source, std::nullopt, distance,
+                [&](VertexId v, VertexId u) { return nic_relays_inside_node(v, u, source); });
   return distance;
+}
+
+Route Cluster::route_searched(int from, int to, std::vector<int>& scratch) const {
+  const VertexId source = endpoint_vertex(from);
+  scratch.resize(boost::num_vertices(*fabric_), -1);
+  const std::vector<VertexId> labelled = breadth_first(*fabric_, source, endpoint_vertex(to), scratch,
+                                                       [&](VertexId v, VertexId u) { return nic_relays_inside_node(v, u, source); });
+  struct Reset {  // leaves scratch all -1 however route() returns
+    std::vector<int>& distance;
+    const std::vector<VertexId>& labelled;
+    ~Reset() {
+      for (VertexId v : labelled) distance[v] = -1;
+    }
+  } reset{scratch, labelled};
+  return route(from, to, scratch);
 }
 
 Placement Placement::packed(int ranks) {
@@ -118,7 +154,10 @@ Route Cluster::route(int from, int to, const std::vector<int>& distance) const {
   Route route;
   route.bottleneck = core::BytesPerSecond(std::numeric_limits<double>::infinity());
   if (source == target) return route;
-  if (distance[target] < 0) throw std::logic_error("cluster fabric is disconnected between two endpoints");
+  if (distance[target] < 0) {
+    throw core::InputError(shape_.name, "", "the fabric is disconnected: GPU " + std::to_string(from) + " cannot reach GPU " +
+                                                std::to_string(to));
+  }
   // Walk back from the target, each hop to a neighbour one step nearer the
   // source; links come in pairs (id, id ^ 1), one per direction.
   std::vector<int> nearer;

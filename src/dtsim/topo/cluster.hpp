@@ -115,6 +115,12 @@ class Cluster {
   /// Hops from an endpoint to every vertex (breadth-first; host CPUs end
   /// routes but never relay them). -1 where unreachable.
   [[nodiscard]] std::vector<int> distances_from(int from) const;
+  /// The route of route(from, to) from a search that stops at the target's
+  /// depth: the same route, found in the vertices no farther than the target
+  /// instead of the whole fabric. `scratch` is per caller (size and content
+  /// are this function's; it comes back all -1) so no call allocates a
+  /// vertex-sized array.
+  [[nodiscard]] Route route_searched(int from, int to, std::vector<int>& scratch) const;
 
  private:
   Shape shape_;
