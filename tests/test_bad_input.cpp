@@ -87,6 +87,7 @@ const Case kCases[] = {
   {"the real executor on a GPU cluster", "", "validate -m tiny-gpt -c dgx-h100 -s ddp", "--cluster: the real executor runs CPU clusters"},
   {"a negative price", "", "plan --model gpt3-1.3b --tokens 1e9 --devices H100-SXM --gpus 8 --price H100-SXM=-1", "--price: expected DEVICE=USD per GPU-hour with a positive price, got \"H100-SXM=-1\""},
   {"a broken report", R"({"schema": "dtsim.report/1", "step_time_s": "fast"})", "compare $F $F", "$F: /step_time_s: expected a number, as every simulate --json report has"},
+  {"a model that does not fit this machine", "", "run --profile " DTSIM_SOURCE_DIR "/tests/fuzz/profile/cpu-2-ranks.json -m llama3-405b -c localhost-cpu -s dp=2,gbs=2,dtype=fp32", "--strategy: the plan needs 14176.3 GiB over its 2 ranks and this machine has"},
   // CLI misuse
   {"unknown option", "", "simulate -m tiny-gpt -c dgx-h100 -s ddp --bogus", "The following argument was not expected: --bogus (--help lists the options)"},
   {"nothing named (no silent llama2-7b)", "", "simulate", "--model is required"},

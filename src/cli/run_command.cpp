@@ -52,6 +52,19 @@ void check_options(const RunOptions& o) {
   if (o.warmup < 0) throw core::InputError("--warmup", "", fmt::format("expected 0 or more steps, got {}", o.warmup));
 }
 
+// Every rank of the plan shares this machine's memory: a plan that does not
+// fit is refused before any rank allocates, not left to the OOM killer.
+void check_fits_this_machine(const driver::Simulation& sim) {
+  double needed = 0;
+  for (core::Bytes b : sim.timeline.peak_memory) needed += b.value();
+  if (const core::Bytes available = exec::available_memory(); available.value() > 0 && needed > 0.9 * available.value()) {
+    throw core::InputError("--strategy", "", fmt::format("the plan needs {:.1f} GiB over its {} ranks and this machine has "
+                                                         "{:.1f} GiB available: a smaller model, batch or mbs",
+                                                         needed / 1073741824.0, sim.strategy.world,
+                                                         available.value() / 1073741824.0));
+  }
+}
+
 // Outside a launcher: resolve the plan's world size and re-execute under mpirun.
 void launch_if_needed(const RunOptions& o, const std::optional<std::string>& profile, const std::vector<std::string>& args) {
   if (exec::launched_by_mpi()) return;
@@ -63,7 +76,9 @@ void launch_if_needed(const RunOptions& o, const std::optional<std::string>& pro
   }
   int world = 1;
   if (profile) {
-    world = plan_for(o, *profile).strategy.world;
+    const driver::Simulation sim = plan_for(o, *profile);
+    check_fits_this_machine(sim);  // once, before mpirun starts ranks that would each say it
+    world = sim.strategy.world;
   } else {
     driver::SimulationRequest request{o.model, o.cluster, o.strategy, std::nullopt, std::nullopt, std::nullopt, false, {}, {}};
     // Without a profile the CPU cluster cannot be simulated, but the strategy still says how many ranks.
@@ -108,6 +123,7 @@ Measured run_everywhere(const RunOptions& o, const std::string& profile) {
     throw core::InputError("--strategy", "", fmt::format("the plan has {} ranks but MPI started {}; start it with mpirun -n {}",
                                                          m.sim.strategy.world, size, m.sim.strategy.world));
   }
+  check_fits_this_machine(m.sim);
   m.conditions.calibration = calibration_probe(m.sim.profile->provenance);  // plan_for always passes a profile
   m.conditions.before_run = exec::time_reference_probe(MPI_COMM_WORLD);
   m.execution = exec::execute(m.sim.tasks, m.sim.timeline, MPI_COMM_WORLD, {o.warmup, o.steps});

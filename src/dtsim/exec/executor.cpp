@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -29,6 +31,17 @@ double process_cpu_seconds() {
   timespec t{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+core::Bytes available_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  while (in >> key >> kib) {
+    if (key == "MemAvailable:") return core::Bytes(kib * 1024);
+    in.ignore(256, '\n');
+  }
+  return core::Bytes(0);
 }
 
 Execution execute(const plan::TaskGraph& graph, const plan::Timeline& order, MPI_Comm world,

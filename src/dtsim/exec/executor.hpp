@@ -42,6 +42,10 @@ struct Execution {
 /// CPU time this process has used, in seconds.
 double process_cpu_seconds();
 
+/// Memory the kernel says new work can have without swapping (MemAvailable
+/// in /proc/meminfo); 0 where it does not say.
+core::Bytes available_memory();
+
 /// Collective over `world`. The graph must be lowered with every rank
 /// (LowerOptions::full), for the world's size, without parameter servers;
 /// `order` is its simulated timeline.
