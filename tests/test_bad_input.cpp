@@ -88,6 +88,7 @@ const Case kCases[] = {
   {"a negative price", "", "plan --model gpt3-1.3b --tokens 1e9 --devices H100-SXM --gpus 8 --price H100-SXM=-1", "--price: expected DEVICE=USD per GPU-hour with a positive price, got \"H100-SXM=-1\""},
   {"a broken report", R"({"schema": "dtsim.report/1", "step_time_s": "fast"})", "compare $F $F", "$F: /step_time_s: expected a number, as every simulate --json report has"},
   {"a model that does not fit this machine", "", "run --profile " DTSIM_SOURCE_DIR "/tests/fuzz/profile/cpu-2-ranks.json -m llama3-405b -c localhost-cpu -s dp=2,gbs=2,dtype=fp32", "--strategy: the plan needs 14176.3 GiB over its 2 ranks and this machine has"},
+  {"a profile with no memory", R"({"schema": "dtsim.profile/1", "device": "CPU", "device_figures": {"dtype": "fp32", "peak": "100 GFLOP/s", "memory_bandwidth": "20 GB/s", "memory": "0 GiB"}})", "simulate -m tiny-gpt -c localhost-cpu -s dp=2,dtype=fp32 --profile $F", "$F: /device_figures/memory: expected a positive size"},
   // CLI misuse
   {"unknown option", "", "simulate -m tiny-gpt -c dgx-h100 -s ddp --bogus", "The following argument was not expected: --bogus (--help lists the options)"},
   {"nothing named (no silent llama2-7b)", "", "simulate", "--model is required"},

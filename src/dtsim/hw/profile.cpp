@@ -35,6 +35,7 @@ DeviceFigures read_figures(core::JsonReader f) {
   out.memory = f.bytes("memory");
   if (!(out.peak.value() > 0)) f.fail("peak", "expected a positive rate");
   if (!(out.memory_bandwidth.value() > 0)) f.fail("memory_bandwidth", "expected a positive bandwidth");
+  if (!(out.memory.value() > 0)) f.fail("memory", "expected a positive size like \"80 GiB\", got \"0 GiB\"");
   f.finish();
   return out;
 }
