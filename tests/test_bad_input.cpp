@@ -73,6 +73,7 @@ const Case kCases[] = {
   {"mbs wrapping dp*mbs", "", "simulate -m tiny-gpt -c dgx-h100 -s mbs=536870912,gbs=8", "--strategy: /mbs: dp*mbs = 4294967296"},
   {"degree beyond a million", "", "simulate -m tiny-gpt -c dgx-h100 -s dp=2000000", "--strategy: /dp: expected an integer from 1 to 1048576"},
   {"zero stage 4", "", "simulate -m tiny-gpt -c dgx-h100 -s zero=4", "--strategy: /zero: expected an integer from 0 to 3"},
+  {"a sequence length for a CNN", "", "simulate -m resnet50 -c dgx-h100 -s ddp --seq-len 512", "--seq-len: " DTSIM_SOURCE_DIR "/workloads/resnet50.json is a layer graph, which has no sequence"},
   // absurd scales
   {"a million nodes", "", "simulate -m tiny-gpt -c dgx-h100 --nodes 1000000 -s ddp", "--nodes: 1000000 nodes of 8 GPUs is more than"},
   {"nodes past 2^32", cluster("4294967297", "\"450 GB/s\"", "\"1 us\""), "simulate -m tiny-gpt -c $F -s ddp", "$F: /nodes: expected an integer from 1 to 1048576, got 4294967297"},

@@ -45,7 +45,13 @@ Graph load_workload_json(const nlohmann::json& document, const std::string& file
   if (document.is_object() && document.contains("model_type")) return load_hf_config(document, file, options);
   core::JsonReader r(document, file);
   std::string kind = r.choice("kind", {"transformer", "graph"});
-  if (kind == "graph") return load_layer_graph(document, file);
+  if (kind == "graph") {
+    if (options.seq_len) {
+      throw core::InputError("--seq-len", "", fmt::format("{} is a layer graph, which has no sequence; --seq-len applies to "
+                                                         "transformers", file));
+    }
+    return load_layer_graph(document, file);
+  }
   return load_transformer(r, options);
 }
 
