@@ -62,7 +62,10 @@ TEST(CliErrors, UnknownBundledName) {
 TEST(Cli, ListShowsModelsClustersDevicesAndPresets) {
   CliResult r = run_dtsim("list");
   ASSERT_EQ(r.exit_code, 0);
-  for (const char* expected : {"llama2-7b", "resnet50", "dgx-h100", "superpod-a100", "MI300X", "multi_worker_mirrored"}) {
+  for (const char* expected : {"llama2-7b", "resnet50", "dgx-h100", "superpod-a100", "MI300X", "multi_worker_mirrored",
+                               // V100 has no bf16: its 16-bit rate is fp16's; the CPU's ranks are cores
+                               "V100-SXM2-32GB     125.0 TFLOP/s fp16", "1 node  x  2 cores =     2 CPU ranks",
+                               "128 nodes x  8 GPUs  =  1024 H100-SXM"}) {
     EXPECT_NE(r.out.find(expected), std::string::npos) << expected;
   }
 }

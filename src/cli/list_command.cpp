@@ -24,7 +24,10 @@ int run_list(std::ostream& out) {
   fmt::print(out, "\nclusters (topologies/)\n");
   for (const std::string& name : driver::bundled("topologies")) {
     topo::Cluster c = topo::load_cluster(driver::data_dir() / "topologies" / (name + ".json"), catalog);
-    fmt::print(out, "  {:<20} {:>3} x {} GPUs  {}\n", name, c.nodes(), c.gpus_per_node(), c.device().name);
+    // The CPU backend runs one rank per core: its "GPUs" are cores.
+    const bool cpu = c.device().needs_profile;
+    fmt::print(out, "  {:<20} {:>4} node{} x {:>2} {:<5} = {:>5} {}\n", name, c.nodes(), c.nodes() == 1 ? " " : "s",
+               c.gpus_per_node(), cpu ? "cores" : "GPUs", c.gpu_count(), cpu ? "CPU ranks" : c.device().name);
   }
   fmt::print(out, "\ndevices\n");
   for (const hw::Device& d : catalog.devices()) {
@@ -32,8 +35,14 @@ int run_list(std::ostream& out) {
     const std::string kernels = d.needs_profile                             ? "needs a calibration profile"
                                 : catalog.with_kernel_figures(d).kernel_figures ? "kernel model (devices/" + d.name + ".json)"
                                                                             : "roofline";
-    fmt::print(out, "  {:<16} {:>7.1f} TFLOP/s bf16  {:>6.1f} GiB  {:>6.0f} GB/s HBM  {}\n", d.name,
-               d.peak_for(hw::Dtype::kBf16).value() / 1e12, d.hbm_capacity.value() / 1073741824.0,
+    if (d.needs_profile) {  // no datasheet: every figure comes from dtsim-calibrate
+      fmt::print(out, "  {:<16} {:<54} {}\n", d.name, "(rates, memory and bandwidth measured by dtsim-calibrate)", kernels);
+      continue;
+    }
+    // The 16-bit rate it trains at: bf16, or fp16 where it has no bf16 (V100).
+    const hw::Dtype half = d.peak_for(hw::Dtype::kBf16).value() > 0 ? hw::Dtype::kBf16 : hw::Dtype::kFp16;
+    fmt::print(out, "  {:<16} {:>7.1f} TFLOP/s {:<4}  {:>6.1f} GiB  {:>6.0f} GB/s HBM  {}\n", d.name,
+               d.peak_for(half).value() / 1e12, hw::to_string(half), d.hbm_capacity.value() / 1073741824.0,
                d.hbm_bandwidth.value() / 1e9, kernels);
   }
   fmt::print(out, "\nstrategy presets (--strategy NAME[,key=value...]; keys: {})\n", plan::strategy_keys());

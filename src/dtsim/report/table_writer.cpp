@@ -24,7 +24,8 @@ void write_table(std::ostream& out, const Report& r) {
   const Breakdown& b = r.breakdown;
   fmt::print(out, "dtsim prediction\n");
   fmt::print(out, "  model      {} ({:.2f} B parameters)\n", r.info.model, r.info.parameters / 1e9);
-  fmt::print(out, "  cluster    {}: {} GPUs used, {} x {}\n", r.info.cluster, r.gpus, r.info.nodes, r.info.device);
+  fmt::print(out, "  cluster    {} ({} node{} of {}): {} GPUs used\n", r.info.cluster, r.info.nodes, r.info.nodes == 1 ? "" : "s",
+             r.info.device, r.gpus);
   fmt::print(out, "  strategy   {} (global batch {}, {} micro-batch(es) per rank{})\n", r.info.strategy, r.info.global_batch,
              r.micro_batches, r.info.seq_len > 0 ? fmt::format(", seq_len {}", r.info.seq_len) : "");
   fmt::print(out, "\n");
