@@ -57,15 +57,16 @@ int run_compare(const CompareOptions& o, std::ostream& out) {
   if (!c.differences.empty()) {
     fmt::print(out, "{:<44} {:>16} {:>16} {:>9}\n", "field", "before", "after", "change");
   }
-  int beyond = 0;
+  int beyond = 0, improved = 0;
   for (const auto& d : c.differences) {
     beyond += d.beyond_tolerance ? 1 : 0;
     std::string change = d.relative != 0 ? fmt::format("{:+.2f}%", 100 * d.relative) : "differs";
+    improved += d.improvement ? 1 : 0;
     fmt::print(out, "{:<44} {:>16} {:>16} {:>9}{}\n", d.pointer, d.before.substr(0, 16), d.after.substr(0, 16), change,
-               d.beyond_tolerance ? "  <- beyond tolerance" : "");
+               d.beyond_tolerance ? "  <- regression beyond tolerance" : d.improvement ? "  <- improvement" : "");
   }
-  fmt::print(out, "{} fields compared, {} changed, {} beyond the {:g}% tolerance\n", c.fields, c.differences.size(), beyond,
-             100 * tolerance);
+  fmt::print(out, "{} fields compared, {} changed, {} regressed and {} improved beyond the {:g}% tolerance\n", c.fields,
+             c.differences.size(), beyond, improved, 100 * tolerance);
   return c.within_tolerance() ? 0 : 1;
 }
 

@@ -24,6 +24,21 @@ bool informational(const std::string& pointer) {
   return pointer.size() >= 8 && pointer.compare(pointer.size() - 8, 8, "/message") == 0;
 }
 
+bool ends_with(const std::string& s, const char* suffix) {
+  const std::string tail(suffix);
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// +1 where more is better, -1 where less is better, 0 where neither.
+int better_direction(const std::string& pointer) {
+  const std::string leaf = pointer.substr(pointer.rfind('/') + 1);
+  for (const char* rate : {"samples_per_s", "tokens_per_s", "mfu", "hfu", "model_tflops_per_gpu", "hardware_tflops_per_gpu"}) {
+    if (leaf == rate) return 1;
+  }
+  if (ends_with(leaf, "_s") || ends_with(leaf, "_bytes")) return -1;
+  return 0;
+}
+
 void walk(const nlohmann::json* a, const nlohmann::json* b, const std::string& pointer, double tolerance, Comparison& out) {
   const bool objects = a && b && a->is_object() && b->is_object();
   const bool arrays = a && b && a->is_array() && b->is_array() && a->size() == b->size();
@@ -46,11 +61,14 @@ void walk(const nlohmann::json* a, const nlohmann::json* b, const std::string& p
     if (std::abs(x) < 1e-12 && std::abs(y) < 1e-12) return;
     const double relative = x != 0 ? (y - x) / std::abs(x) : 1.0;
     if (relative == 0) return;
-    out.differences.push_back({pointer, shown(a), shown(b), relative, std::abs(relative) > tolerance});
+    const int better = better_direction(pointer);
+    const bool past = std::abs(relative) > tolerance;
+    const bool improved = past && better != 0 && (relative > 0) == (better > 0);
+    out.differences.push_back({pointer, shown(a), shown(b), relative, past && !improved, improved});
     return;
   }
   if (a && b && *a == *b) return;
-  out.differences.push_back({pointer, shown(a), shown(b), 0, !informational(pointer)});
+  out.differences.push_back({pointer, shown(a), shown(b), 0, !informational(pointer), false});
 }
 
 }  // namespace

@@ -1,7 +1,11 @@
 #pragma once
 /// Field-by-field comparison of two reports (`schema: dtsim.report/1`), for
 /// performance regression checks: every numeric leaf is compared by its
-/// relative change, every other leaf for equality.
+/// relative change, every other leaf for equality. Direction matters: a time
+/// or a size (a leaf ending in _s or _bytes) regresses when it grows, a rate
+/// (throughput, TFLOP/s, MFU, HFU) when it shrinks; a change the other way
+/// is an improvement, reported but never failed. Any other number (GPUs,
+/// parameters, batch) fails past the tolerance either way.
 #include <string>
 #include <vector>
 
@@ -14,7 +18,8 @@ struct FieldDifference {
   std::string before;    ///< as printed from the first report ("(missing)" if absent)
   std::string after;
   double relative = 0;   ///< (after - before) / |before| for numbers; 0 otherwise
-  bool beyond_tolerance = false;
+  bool beyond_tolerance = false;  ///< a regression (or, for a field with no direction, any change) past the tolerance
+  bool improvement = false;       ///< past the tolerance in the better direction
 };
 
 struct Comparison {
