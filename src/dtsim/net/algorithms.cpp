@@ -69,7 +69,7 @@ const topo::Route& Network::route(int from, int to) const {
   auto key = std::pair{from, to};
   auto it = routes_.find(key);
   if (it == routes_.end()) {
-    it = routes_.emplace(key, cluster_->route_searched(from, to, search_scratch_)).first;
+    it = routes_.emplace(key, cluster_->route(from, to, search_scratch_)).first;
   }
   return it->second;
 }

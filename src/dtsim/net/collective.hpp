@@ -166,9 +166,7 @@ class Network {
   NetworkOptions options_;
   std::vector<double> capacity_;
   mutable std::map<std::pair<int, int>, topo::Route> routes_;
-  mutable std::map<int, std::vector<int>> distances_;  ///< hop counts from each source routed to twice or more
-  mutable std::map<int, int> routed_from_;             ///< routes asked for per source
-  mutable std::vector<int> search_scratch_;            ///< Cluster::route_searched's labels, all -1 between calls
+  mutable std::vector<int> search_scratch_;  ///< Cluster::route's hop counts, all -1 between calls
 };
 
 }  // namespace dtsim::net

@@ -7,7 +7,6 @@
 #include <stdexcept>
 
 #include <cstdint>
-#include <optional>
 #include <random>
 
 namespace dtsim::topo {
@@ -71,20 +70,19 @@ bool Cluster::nic_relays_inside_node(VertexId from, VertexId to, VertexId source
 namespace {
 
 // Breadth-first hop counts from `source` into `distance` (all -1 on entry),
-// stopping once every vertex up to the depth of `stop` (when given) is
-// labelled; returns the vertices it labelled. Host CPUs end routes but never
-// relay them: a GPU-host-GPU detour over PCIe is fewer hops than a torus path,
-// and no real traffic takes it.
+// up to the depth of `stop`; returns the vertices it labelled. Once `stop` is
+// dequeued every vertex one hop nearer has been expanded, which is all a walk
+// back from it reads. Host CPUs end routes but never relay them: a
+// GPU-host-GPU detour over PCIe is fewer hops than a torus path, and no real
+// traffic takes it.
 template <class RelaysInsideNode>
-std::vector<VertexId> breadth_first(const Fabric& fabric, VertexId source, std::optional<VertexId> stop,
-                                    std::vector<int>& distance, RelaysInsideNode relays_inside_node) {
+std::vector<VertexId> breadth_first(const Fabric& fabric, VertexId source, VertexId stop, std::vector<int>& distance,
+                                    RelaysInsideNode relays_inside_node) {
   std::vector<VertexId> frontier{source};
   distance[source] = 0;
   for (std::size_t i = 0; i < frontier.size(); ++i) {
     const VertexId v = frontier[i];
-    // The level of `stop` is complete once it is dequeued: every vertex one hop
-    // nearer has been expanded, which is all the walk back from it reads.
-    if (stop && v == *stop) break;
+    if (v == stop) break;
     if (v != source && fabric[v].kind == VertexKind::kHost) continue;
     for (auto e : boost::make_iterator_range(boost::out_edges(v, fabric))) {
       const VertexId u = boost::target(e, fabric);
@@ -98,27 +96,24 @@ std::vector<VertexId> breadth_first(const Fabric& fabric, VertexId source, std::
 
 }  // namespace
 
-std::vector<int> Cluster::distances_from(int from) const {
-  const VertexId source = endpoint_vertex(from);
-  std::vector<int> distance(boost::num_vertices(*fabric_), -1);
-  breadth_first(*fabric_, source, std::nullopt, distance,
-                [&](VertexId v, VertexId u) { return nic_relays_inside_node(v, u, source); });
-  return distance;
+Route Cluster::route(int from, int to) const {
+  std::vector<int> scratch;
+  return route(from, to, scratch);
 }
 
-Route Cluster::route_searched(int from, int to, std::vector<int>& scratch) const {
+Route Cluster::route(int from, int to, std::vector<int>& scratch) const {
   const VertexId source = endpoint_vertex(from);
   scratch.resize(boost::num_vertices(*fabric_), -1);
   const std::vector<VertexId> labelled = breadth_first(*fabric_, source, endpoint_vertex(to), scratch,
                                                        [&](VertexId v, VertexId u) { return nic_relays_inside_node(v, u, source); });
-  struct Reset {  // leaves scratch all -1 however route() returns
+  struct Reset {  // leaves scratch all -1 however walk_back returns
     std::vector<int>& distance;
     const std::vector<VertexId>& labelled;
     ~Reset() {
       for (VertexId v : labelled) distance[v] = -1;
     }
   } reset{scratch, labelled};
-  return route(from, to, scratch);
+  return walk_back(from, to, scratch);
 }
 
 Placement Placement::packed(int ranks) {
@@ -146,9 +141,7 @@ Placement Placement::random(int ranks, std::uint32_t seed) {
   return p;
 }
 
-Route Cluster::route(int from, int to) const { return route(from, to, distances_from(from)); }
-
-Route Cluster::route(int from, int to, const std::vector<int>& distance) const {
+Route Cluster::walk_back(int from, int to, const std::vector<int>& distance) const {
   const VertexId source = endpoint_vertex(from);
   const VertexId target = endpoint_vertex(to);
   Route route;

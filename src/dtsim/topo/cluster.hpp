@@ -109,23 +109,20 @@ class Cluster {
   /// short (the spines of a fat tree) a hash of (from, to) picks one at each
   /// hop, as ECMP switches hash a flow's addresses: the flows of a collective
   /// spread over the equal paths. A torus routes in dimension order instead.
+  /// The breadth-first search stops at the target's depth, so a route costs
+  /// the vertices no farther than its target, not the whole fabric.
   [[nodiscard]] Route route(int from, int to) const;
-  /// The same from hop counts already computed by distances_from(from).
-  [[nodiscard]] Route route(int from, int to, const std::vector<int>& distances) const;
-  /// Hops from an endpoint to every vertex (breadth-first; host CPUs end
-  /// routes but never relay them). -1 where unreachable.
-  [[nodiscard]] std::vector<int> distances_from(int from) const;
-  /// The route of route(from, to) from a search that stops at the target's
-  /// depth: the same route, found in the vertices no farther than the target
-  /// instead of the whole fabric. `scratch` is per caller (size and content
-  /// are this function's; it comes back all -1) so no call allocates a
-  /// vertex-sized array.
-  [[nodiscard]] Route route_searched(int from, int to, std::vector<int>& scratch) const;
+  /// The same with the search's hop counts in `scratch`, which is the
+  /// caller's to keep between calls (it comes back all -1) so that routing
+  /// many pairs allocates no vertex-sized array per route.
+  [[nodiscard]] Route route(int from, int to, std::vector<int>& scratch) const;
 
  private:
   Shape shape_;
   // Held by pointer so that a Cluster moves without copying the graph.
   std::unique_ptr<Fabric> fabric_;
+  /// Walks back from `to` over the hop counts of a search from `from`.
+  [[nodiscard]] Route walk_back(int from, int to, const std::vector<int>& distance) const;
   std::vector<LinkInfo> links_;
   std::vector<VertexId> gpu_vertex_;
   std::vector<VertexId> host_vertex_;
