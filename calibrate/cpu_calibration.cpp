@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 
@@ -15,17 +14,6 @@
 
 namespace dtsim::calibrate {
 namespace {
-
-core::Bytes machine_memory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  double kib = 0;
-  while (in >> key >> kib) {
-    if (key == "MemTotal:") return core::Bytes(kib * 1024);
-    in.ignore(256, '\n');
-  }
-  return core::Bytes(0);
-}
 
 void gemm_grid(MPI_Comm world, const CalibrationOptions& o, Measurements& out) {
   exec::CpuKernels kernels;
@@ -128,7 +116,7 @@ std::vector<core::Bytes> size_steps(core::Bytes first, core::Bytes last, double 
 Measurements calibrate_cpu(MPI_Comm world, const CalibrationOptions& o) {
   exec::use_one_blas_thread();
   Measurements out;
-  out.machine_memory = machine_memory();
+  out.machine_memory = exec::meminfo("MemTotal:");
   const auto t0 = std::chrono::steady_clock::now();
   const double cpu0 = exec::process_cpu_seconds();
   out.probe_before = exec::time_reference_probe(world);

@@ -33,12 +33,12 @@ double process_cpu_seconds() {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
-core::Bytes available_memory() {
+core::Bytes meminfo(const std::string& wanted) {
   std::ifstream in("/proc/meminfo");
   std::string key;
   double kib = 0;
   while (in >> key >> kib) {
-    if (key == "MemAvailable:") return core::Bytes(kib * 1024);
+    if (key == wanted) return core::Bytes(kib * 1024);
     in.ignore(256, '\n');
   }
   return core::Bytes(0);

@@ -11,6 +11,7 @@
 /// allocated when a task starts and released when one frees them, through a
 /// cache like a framework's allocator (so steps after the first do not fault
 /// pages); weights, gradients and optimizer state are allocated up front.
+#include <string>
 #include <vector>
 
 #include <mpi.h>
@@ -42,9 +43,9 @@ struct Execution {
 /// CPU time this process has used, in seconds.
 double process_cpu_seconds();
 
-/// Memory the kernel says new work can have without swapping (MemAvailable
-/// in /proc/meminfo); 0 where it does not say.
-core::Bytes available_memory();
+/// A figure of /proc/meminfo ("MemTotal:", "MemAvailable:"); 0 where the
+/// kernel does not give it.
+core::Bytes meminfo(const std::string& key);
 
 /// Collective over `world`. The graph must be lowered with every rank
 /// (LowerOptions::full), for the world's size, without parameter servers;
