@@ -1,5 +1,6 @@
 #include "dtsim/core/json_reader.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <set>
@@ -140,23 +141,25 @@ const nlohmann::json& JsonReader::at(const std::string& key, nlohmann::json::val
 
 std::int64_t JsonReader::integer(const std::string& key) {
   const nlohmann::json& v = at(key, nlohmann::json::value_t::number_integer, "an integer");
-  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
-    fail(key, fmt::format("expected an integer up to {}, got {}", INT64_MAX, v.dump()));
-  }
+  if (!integer_in(v, INT64_MIN, INT64_MAX)) fail(key, fmt::format("expected an integer up to {}, got {}", INT64_MAX, v.dump()));
   return v.get<std::int64_t>();
 }
 std::int64_t JsonReader::integer_or(const std::string& key, std::int64_t fallback) {
   return has(key) ? integer(key) : (read_.insert(key), fallback);
 }
+bool integer_in(const nlohmann::json& v, std::int64_t lo, std::int64_t hi) {
+  if (!v.is_number_integer()) return false;
+  if (v.is_number_unsigned()) {
+    const std::uint64_t u = v.get<std::uint64_t>();
+    return u >= static_cast<std::uint64_t>(std::max<std::int64_t>(lo, 0)) && u <= static_cast<std::uint64_t>(hi);
+  }
+  return v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi;
+}
+
 std::int64_t JsonReader::count(const std::string& key, std::int64_t max) {
   const nlohmann::json& v = at(key, nlohmann::json::value_t::number_integer, "a positive integer");
-  // An integer beyond int64 arrives as unsigned; either way it is out of range.
-  const bool in_range = v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max)
-                                               : v.get<std::int64_t>() >= 1 && v.get<std::int64_t>() <= max;
-  if (!in_range) fail(key, fmt::format("expected an integer from 1 to {}, got {}", max, v.dump()));
-  const auto n = v.get<std::int64_t>();
-  if (n < 1) fail(key, fmt::format("expected an integer from 1 to {}, got {}", max, n));
-  return n;
+  if (!integer_in(v, 1, max)) fail(key, fmt::format("expected an integer from 1 to {}, got {}", max, v.dump()));
+  return v.get<std::int64_t>();
 }
 std::int64_t JsonReader::count_or(const std::string& key, std::int64_t fallback, std::int64_t max) {
   return has(key) ? count(key, max) : (read_.insert(key), fallback);

@@ -29,6 +29,10 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& file);
 /// parse_json_text of a file's contents.
 nlohmann::json load_json_file(const std::filesystem::path& path);
 
+/// Whether `v` is an integer from `lo` to `hi`, checked before any narrowing
+/// (nlohmann keeps non-negative literals unsigned, past int64 included).
+bool integer_in(const nlohmann::json& v, std::int64_t lo, std::int64_t hi);
+
 /// The largest count a field may hold unless it says less: INT32_MAX.
 inline constexpr std::int64_t kMaxCount = 2147483647;
 

@@ -36,23 +36,13 @@ double bus_efficiency(core::JsonReader& r) {
 // A TPU-style torus: the node's chips on a grid of `dims` (product =
 // gpus_per_node), each linked to its neighbour in every dimension, wrapping
 // around; the host sits on PCIe beside them.
-// Whether `v` is an integer from `lo` to `hi` (checked before any narrowing).
-bool int_in(const nlohmann::json& v, std::int64_t lo, std::int64_t hi) {
-  if (!v.is_number_integer()) return false;
-  if (v.is_number_unsigned()) {  // nlohmann keeps every non-negative literal unsigned
-    const std::uint64_t u = v.get<std::uint64_t>();
-    return u >= static_cast<std::uint64_t>(std::max<std::int64_t>(lo, 0)) && u <= static_cast<std::uint64_t>(hi);
-  }
-  return v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi;
-}
-
 void build_torus(Cluster& cluster, core::JsonReader& intra, const HostLink& pcie) {
   std::vector<int> dims;
   if (!intra.has("dims") || !intra.raw().at("dims").is_array()) {
     intra.fail("dims", "missing field: expected the torus's dimensions, a list of positive integers like [4, 4, 4]");
   }
   for (const auto& d : intra.raw().at("dims")) {
-    if (!int_in(d, 1, kMaxGpus)) intra.fail("dims", "expected a list of positive integers like [4, 4, 4]");
+    if (!core::integer_in(d, 1, kMaxGpus)) intra.fail("dims", "expected a list of positive integers like [4, 4, 4]");
     dims.push_back(d.get<int>());
   }
   intra.ignore("dims");
@@ -102,8 +92,8 @@ void build_nvlink_mesh(Cluster& cluster, core::JsonReader& intra, const HostLink
   const auto& list = intra.raw().contains("links") ? intra.raw().at("links") : nlohmann::json();
   for (const auto& l : list) {
     const int n = cluster.gpus_per_node();
-    if (!l.is_array() || l.size() != 3 || !int_in(l[0], 0, n - 1) || !int_in(l[1], 0, n - 1) || l[0] == l[1] ||
-        !int_in(l[2], 1, 64)) {
+    if (!l.is_array() || l.size() != 3 || !core::integer_in(l[0], 0, n - 1) || !core::integer_in(l[1], 0, n - 1) || l[0] == l[1] ||
+        !core::integer_in(l[2], 1, 64)) {
       intra.fail("links", fmt::format("expected [gpu, gpu, count] triples of local GPU indices 0..{} and a link "
                                       "count from 1 to 64, got {}", n - 1, l.dump()));
     }
