@@ -21,12 +21,7 @@ std::string shown(const nlohmann::json* v) {
 // Sentences written from the numbers: they change when the numbers do, and
 // the numbers are what the tolerance judges.
 bool informational(const std::string& pointer) {
-  return pointer.size() >= 8 && pointer.compare(pointer.size() - 8, 8, "/message") == 0;
-}
-
-bool ends_with(const std::string& s, const char* suffix) {
-  const std::string tail(suffix);
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  return pointer.ends_with("/message");
 }
 
 // +1 where more is better, -1 where less is better, 0 where neither.
@@ -35,7 +30,7 @@ int better_direction(const std::string& pointer) {
   for (const char* rate : {"samples_per_s", "tokens_per_s", "mfu", "hfu", "model_tflops_per_gpu", "hardware_tflops_per_gpu"}) {
     if (leaf == rate) return 1;
   }
-  if (ends_with(leaf, "_s") || ends_with(leaf, "_bytes")) return -1;
+  if (leaf.ends_with("_s") || leaf.ends_with("_bytes")) return -1;
   return 0;
 }
 
