@@ -57,7 +57,7 @@ void check_options(const RunOptions& o) {
 void check_fits_this_machine(const driver::Simulation& sim) {
   double needed = 0;
   for (core::Bytes b : sim.timeline.peak_memory) needed += b.value();
-  if (const core::Bytes available = exec::available_memory(); available.value() > 0 && needed > 0.9 * available.value()) {
+  if (const core::Bytes available = exec::meminfo("MemAvailable:"); available.value() > 0 && needed > 0.9 * available.value()) {
     throw core::InputError("--strategy", "", fmt::format("the plan needs {:.1f} GiB over its {} ranks and this machine has "
                                                          "{:.1f} GiB available: a smaller model, batch or mbs",
                                                          needed / 1073741824.0, sim.strategy.world,
@@ -68,9 +68,9 @@ void check_fits_this_machine(const driver::Simulation& sim) {
 // Outside a launcher: resolve the plan's world size and re-execute under mpirun.
 void launch_if_needed(const RunOptions& o, const std::optional<std::string>& profile, const std::vector<std::string>& args) {
   if (exec::launched_by_mpi()) return;
+  driver::SimulationRequest request{o.model, o.cluster, o.strategy, std::nullopt, std::nullopt, std::nullopt, false, {}, {}};
   // Checked before mpirun starts a rank per GPU of the plan on this machine's cores.
-  driver::SimulationRequest cluster_only{o.model, o.cluster, o.strategy, std::nullopt, std::nullopt, std::nullopt, false, {}, {}};
-  if (const std::string device = driver::cluster_device(cluster_only); device != "CPU") {
+  if (const std::string device = driver::cluster_device(request); device != "CPU") {
     throw core::InputError("--cluster", "", fmt::format("the real executor runs CPU clusters (such as localhost-cpu); {} "
                                                         "has {} GPUs, whose backend is not built yet", o.cluster, device));
   }
@@ -80,7 +80,6 @@ void launch_if_needed(const RunOptions& o, const std::optional<std::string>& pro
     check_fits_this_machine(sim);  // once, before mpirun starts ranks that would each say it
     world = sim.strategy.world;
   } else {
-    driver::SimulationRequest request{o.model, o.cluster, o.strategy, std::nullopt, std::nullopt, std::nullopt, false, {}, {}};
     // Without a profile the CPU cluster cannot be simulated, but the strategy still says how many ranks.
     world = driver::resolve_world(request);
   }
@@ -235,7 +234,6 @@ class CalibratedProfile {
     std::error_code ignored;
     if (!keep_ && rank_ == 0) std::filesystem::remove(path_, ignored);
   }
-  [[nodiscard]] const std::string& path() const { return path_; }
 
  private:
   std::string path_;
@@ -281,6 +279,7 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
     write_trace(o.run, m);
     const report::Validation v = report::validate(m.sim.tasks, m.sim.timeline, m.execution.timeline);
     const bool failed = limit > 0 && std::abs(v.step.error()) > limit;
+    const auto [low, high] = error_range(v.step.predicted, m.execution);
     if (o.run.json) {
       nlohmann::json j = report::to_json(v);
       j["schema"] = "dtsim.validate/1";
@@ -288,14 +287,11 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
       j["cluster"] = m.sim.cluster.name();
       j["strategy"] = o.run.strategy;
       j["ranks"] = m.sim.strategy.world;
-      j["profile"] = profile;
+      if (!calibrated || o.save_profile) j["profile"] = profile;
       j["step_times_s"] = step_times_json(m.execution);
       j["cpu_share"] = {{"calibration", calibration_share}, {"run", m.execution.cpu_share}};
-      const auto [low, high] = error_range(v.step.predicted, m.execution);
       j["step"]["error_range"] = {low, high};
       j["conditions"] = conditions_json(m.conditions);
-      if (o.save_profile || o.run.profile) j["profile"] = profile;
-      else j.erase("profile");
       if (limit > 0) {  // without a limit there is nothing to pass: the error is the answer
         j["max_error"] = limit;
         j["passed"] = !failed;
@@ -304,7 +300,6 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
     } else {
       fmt::print(out, "dtsim validate: {}\n", header(o.run, m));
       report::write_validation_table(out, v);
-      const auto [low, high] = error_range(v.step.predicted, m.execution);
       fmt::print(out, "  step-time error over the {} timed steps: {:+.1f}% to {:+.1f}%\n", m.execution.step_times.size(),
                  100 * low, 100 * high);
       if (calibrated && !o.save_profile) fmt::print(out, "  profile: calibrated for this run, not kept (--save-profile keeps it)\n");
