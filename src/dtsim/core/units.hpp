@@ -3,8 +3,6 @@
 /// exist: Bytes / BytesPerSecond is Seconds, Bytes / Bytes is a plain ratio,
 /// and Bytes + Seconds does not compile.
 #include <cmath>
-#include <stdexcept>
-#include <string>
 #include <compare>
 #include <cstdint>
 
@@ -64,15 +62,15 @@ struct Nanoseconds {
 /// The longest time the clock holds with room for sums: about 29 years.
 inline constexpr double kMaxSimulatedSeconds = 1e9;
 
+/// Throws std::range_error for a time the clock cannot hold; out of line, so
+/// the check in to_nanoseconds (on the simulator's hot path) stays one compare.
+[[noreturn]] void throw_beyond_clock(Seconds s);
+
 /// Rounds to the nearest nanosecond; durations are never negative. A time
 /// that is not finite or beyond kMaxSimulatedSeconds (a bandwidth near zero,
 /// a latency of centuries) would wrap the integer clock, so it is refused.
 inline Nanoseconds to_nanoseconds(Seconds s) {
-  if (!(s.value() <= kMaxSimulatedSeconds) || !(s.value() >= -kMaxSimulatedSeconds)) {
-    throw std::range_error("a simulated time of " + std::to_string(s.value()) +
-                           " s is beyond what the clock holds (1e9 s): a bandwidth, rate or latency in the input is "
-                           "zero or absurd");
-  }
+  if (!(s.value() <= kMaxSimulatedSeconds) || !(s.value() >= -kMaxSimulatedSeconds)) [[unlikely]] throw_beyond_clock(s);
   return {static_cast<std::int64_t>(std::llround(s.value() * 1e9))};
 }
 constexpr Seconds to_seconds(Nanoseconds ns) { return Seconds(static_cast<double>(ns.count) * 1e-9); }
