@@ -111,3 +111,76 @@ TEST(Replay, ServerTransfersQueueAtTheirShard) {
   EXPECT_EQ(t.spans[1].start.count, 40);
   EXPECT_EQ(t.makespan.count, 80);
 }
+
+namespace {
+
+// One rank: a kernel of 1000 ns on the compute stream and, beside it, a
+// collective of 400 ns that starts with it.
+plan::TaskGraph kernel_beside_a_collective() {
+  plan::TaskGraph g;
+  g.world = 2;
+  g.gpu_of_rank = {0, 1};
+  g.simulated = {{0, 0, {}}};
+  g.kernels = {{"a", {}, {}, {}}};
+  g.groups = {{plan::GroupKind::kDp, {0, 1}}};
+  g.calls = {{plan::CommOp::kAllGather, 0, core::Bytes(1)}};
+  plan::Task compute;
+  compute.rank = 0;
+  g.tasks.push_back(compute);
+  plan::Task gather;
+  gather.kind = plan::TaskKind::kComm;
+  gather.stream = plan::Stream::kDpComm;
+  gather.rank = 0;
+  g.tasks.push_back(gather);
+  return g;
+}
+
+sim::TaskCosts contended(model::OpKind kind) {
+  sim::TaskCosts costs{{Nanoseconds{1000}}, {Nanoseconds{400}}, {}};
+  std::array<double, model::kOpKindCount> share{};
+  share[static_cast<std::size_t>(kind)] = 1.0;
+  costs.kernel_op_share = {share};
+  costs.contention.sms = 100;
+  costs.contention.hbm_bytes_per_s = 1e12;
+  costs.contention.call_sms = {20};
+  costs.contention.call_hbm_bytes_per_s = {5e11};
+  return costs;
+}
+
+}  // namespace
+
+TEST(Contention, AGemmBesideACollectiveRunsOnTheSmsLeft) {
+  // 400 ns on 80 of 100 SMs do 320 ns of the work; the other 680 ns run alone.
+  plan::Timeline t = sim::replay(kernel_beside_a_collective(), contended(model::OpKind::kGemm));
+  EXPECT_EQ(t.spans[0].end.count, 1080);
+  EXPECT_EQ(t.spans[1].end.count, 400);  // communication is not slowed
+}
+
+TEST(Contention, AStreamingKernelSharesTheMemory) {
+  // Half the bandwidth for 400 ns does 200 ns of the work; 800 ns are left.
+  plan::Timeline t = sim::replay(kernel_beside_a_collective(), contended(model::OpKind::kElementwise));
+  EXPECT_EQ(t.spans[0].end.count, 1200);
+}
+
+TEST(Contention, NothingChangesWithoutFiguresOrWithoutOverlap) {
+  sim::TaskCosts off = contended(model::OpKind::kGemm);
+  off.contention = {};
+  EXPECT_EQ(sim::replay(kernel_beside_a_collective(), off).spans[0].end.count, 1000);
+  // The collective after the kernel: nothing runs beside it.
+  plan::TaskGraph serial = kernel_beside_a_collective();
+  serial.deps = {0};
+  serial.tasks[1].deps_begin = 0;
+  serial.tasks[1].deps_end = 1;
+  plan::Timeline t = sim::replay(serial, contended(model::OpKind::kGemm));
+  EXPECT_EQ(t.spans[0].end.count, 1000);
+  EXPECT_EQ(t.spans[1].end.count, 1400);
+}
+
+TEST(Contention, SlowdownClosedForm) {
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown(1.0, 132, 0, 3e12, 0), 1.0);
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown(1.0, 132, 16, 3e12, 0), 132.0 / 116.0);
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown(0.5, 100, 20, 1e12, 5e11), 0.5 * 1.25 + 0.5 * 2.0);
+  // Memory never drops below a tenth, SMs below one.
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown(0.0, 100, 0, 1e12, 5e12), 10.0);
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown(1.0, 100, 500, 1e12, 0), 100.0);
+}

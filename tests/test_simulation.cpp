@@ -270,3 +270,18 @@ TEST(Simulation, OverlappedParameterGatherHidesBehindTheForward) {
 }
 
 }  // namespace
+
+TEST(Simulation, CommunicationBesideKernelsSlowsThemOnlyWhereItOverlaps) {
+  // FSDP's gathers and reduce-scatters run beside the layers' kernels: they
+  // take SMs and memory bandwidth, so compute grows; without overlap (one
+  // device) nothing changes.
+  driver::Simulation on = run("fsdp,gbs=16", 1, false, "gpt3-1.3b", "dgx-h100");
+  driver::Simulation off = run("fsdp,gbs=16,contention=off", 1, false, "gpt3-1.3b", "dgx-h100");
+  EXPECT_GT(on.report.breakdown.compute.value(), off.report.breakdown.compute.value() * 1.01);
+  EXPECT_GT(on.report.step_time, off.report.step_time);
+  // Bounded by the slowdown of every kernel at its worst: 16 channels of 132 SMs, memory halved.
+  EXPECT_LT(on.report.breakdown.compute.value(), off.report.breakdown.compute.value() * 2.0);
+  driver::Simulation alone = run("one_device,gbs=4", 1, false, "gpt3-1.3b", "dgx-h100");
+  driver::Simulation alone_off = run("one_device,gbs=4,contention=off", 1, false, "gpt3-1.3b", "dgx-h100");
+  EXPECT_EQ(alone.timeline.makespan, alone_off.timeline.makespan);
+}

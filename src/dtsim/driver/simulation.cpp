@@ -190,6 +190,7 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
   plan::TaskGraph tasks = strategy.s.ps != 0 ? plan::lower_parameter_server(graph, strategy, cluster)
                                              : plan::lower(graph, strategy, cluster, {full});
   sim::TaskCosts costs = sim::cost_tasks(tasks, cost_model, network, request.network);
+  if (!strategy.s.contention) costs.contention = {};
   if (!request.worker_speed.empty()) {
     costs.rank_speed.assign(static_cast<std::size_t>(tasks.world), 1.0);
     std::copy(request.worker_speed.begin(), request.worker_speed.end(), costs.rank_speed.begin());

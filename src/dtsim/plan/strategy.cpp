@@ -77,7 +77,7 @@ void resolve_attention_kernel(Strategy& s, const hw::Device& device) {
 
 std::string_view strategy_keys() {
   return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, "
-         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, tp_overlap, param_overlap";
+         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, tp_overlap, param_overlap, contention";
 }
 
 const std::vector<Preset>& presets() {
@@ -158,6 +158,7 @@ Strategy parse_strategy(std::string_view text) {
     else if (key == "zero") s.zero = positive(key, value, 0, 3);
     else if (key == "overlap") s.overlap = on_off(key, value);
     else if (key == "p2p_overlap") s.p2p_overlap = on_off(key, value);
+    else if (key == "contention") s.contention = on_off(key, value);
     else if (key == "dtype") {
       auto d = hw::parse_dtype(value);
       if (!d) fail(key, fmt::format("expected one of fp32, tf32, fp16, bf16, fp8, got \"{}\"", value));

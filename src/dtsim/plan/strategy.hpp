@@ -68,6 +68,10 @@ struct Strategy {
   /// The ZeRO-1/2 parameter all-gather split per layer and overlapped with the
   /// forward (Megatron-Core --overlap-param-gather) instead of after the step.
   bool param_overlap = false;
+  /// Communication in flight takes SMs (one per NCCL channel) and memory
+  /// bandwidth from the kernels beside it (sim::contention_slowdown); off
+  /// shows the ideal of communication that costs compute nothing.
+  bool contention = true;
   bool one_node = false;  ///< use the first node's GPUs only (the `mirrored` preset)
   /// Parameter-server training: shards on the hosts' CPUs (0: off; -1: one per node used).
   int ps = 0;

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "dtsim/hw/kernel_model.hpp"
 #include "dtsim/net/shared_links.hpp"
 #include "dtsim/sim/event_queue.hpp"
 
@@ -43,6 +44,12 @@ class Replay {
       for (int r : graph.groups[gi].ranks) members_[gi] += index_of_rank_[static_cast<std::size_t>(r)] >= 0 ? 1 : 0;
     }
     const std::size_t ranks = graph.simulated.size();
+    contended_ = costs.contention.sms > 0;
+    if (contended_) {
+      running_.resize(ranks);
+      busy_sms_.assign(ranks, 0);
+      busy_hbm_.assign(ranks, 0.0);
+    }
     in_use_.resize(ranks);
     timeline_.memory.resize(ranks);
     timeline_.peak_memory.resize(ranks);
@@ -63,7 +70,7 @@ class Replay {
       now_ = e.time;
       if (e.payload & kTransferEvent) {
         on_transfer_event(e.payload & ~kTransferEvent, e.sequence);
-      } else {
+      } else if (!contended_ || g_.tasks[e.payload].kind != TaskKind::kCompute || end_running(e.payload, e.sequence)) {
         finish(e.payload);
       }
     }
@@ -155,6 +162,10 @@ class Replay {
         d = {static_cast<std::int64_t>(std::llround(static_cast<double>(d.count) /
                                                     costs_.rank_speed[static_cast<std::size_t>(t.rank)]))};
       }
+      if (contended_) {
+        start_running(id, d);
+        return;
+      }
       start(id, d);
       return;
     }
@@ -177,6 +188,68 @@ class Replay {
     const Task& t = g_.tasks[id];
     timeline_.spans[id].start = now_;
     if (t.alloc_at_start.value() > 0) change_memory(t, t.alloc_at_start);
+    if (contended_) occupy(t, +1);
+  }
+
+  // Contention: a kernel in flight, its work left in nanoseconds at full
+  // speed since `since`, at `rate` of that speed.
+  struct Running {
+    std::uint32_t id = 0;
+    double work_ns = 0;
+    double rate = 1;
+    Nanoseconds since{0};
+    std::uint64_t event = 0;
+  };
+
+  std::size_t rank_index(const Task& t) const {
+    return static_cast<std::size_t>(index_of_rank_[static_cast<std::size_t>(t.rank)]);
+  }
+
+  double rate_of(const Task& t) const {
+    const TaskCosts::Contention& c = costs_.contention;
+    const auto& share = costs_.kernel_op_share[static_cast<std::size_t>(t.payload)];
+    const double compute = share[static_cast<std::size_t>(model::OpKind::kGemm)] +
+                           share[static_cast<std::size_t>(model::OpKind::kAttention)];
+    const std::size_t r = rank_index(t);
+    return 1.0 / contention_slowdown(compute, c.sms, busy_sms_[r], c.hbm_bytes_per_s, busy_hbm_[r]);
+  }
+
+  void schedule_running(Running& k) {
+    const auto left = static_cast<std::int64_t>(std::ceil(std::max(0.0, k.work_ns) / k.rate));
+    k.event = queue_.schedule(now_ + Nanoseconds{left}, k.id);
+  }
+
+  void start_running(std::uint32_t id, Nanoseconds duration) {
+    mark_started(id);
+    const Task& t = g_.tasks[id];
+    Running k{id, static_cast<double>(duration.count), rate_of(t), now_, 0};
+    schedule_running(k);
+    running_[rank_index(t)].push_back(k);
+  }
+
+  // Whether the event ends its kernel (false: a re-timing superseded it).
+  bool end_running(std::uint32_t id, std::uint64_t sequence) {
+    std::vector<Running>& on_rank = running_[rank_index(g_.tasks[id])];
+    auto it = std::find_if(on_rank.begin(), on_rank.end(), [&](const Running& k) { return k.id == id; });
+    if (it == on_rank.end() || it->event != sequence) return false;
+    on_rank.erase(it);
+    return true;
+  }
+
+  // Communication of `t` starts (+1) or ends (-1) on its rank: the rank's
+  // kernels in flight go on at the new rate.
+  void occupy(const Task& t, int sign) {
+    if (t.kind == TaskKind::kCompute || t.stream == plan::Stream::kServer) return;
+    const std::size_t r = rank_index(t);
+    const auto call = static_cast<std::size_t>(t.payload);
+    busy_sms_[r] += sign * costs_.contention.call_sms[call];
+    busy_hbm_[r] = std::max(0.0, busy_hbm_[r] + sign * costs_.contention.call_hbm_bytes_per_s[call]);
+    for (Running& k : running_[r]) {
+      k.work_ns -= static_cast<double>((now_ - k.since).count) * k.rate;
+      k.since = now_;
+      k.rate = rate_of(g_.tasks[k.id]);
+      schedule_running(k);
+    }
   }
 
   // The members' tasks of one collective (or one server transfer) start now.
@@ -284,6 +357,7 @@ class Replay {
   void finish(std::uint32_t id) {
     const Task& t = g_.tasks[id];
     timeline_.spans[id].end = now_;
+    if (contended_) occupy(t, -1);
     if (t.free_at_end.value() > 0) change_memory(t, core::Bytes(0) - t.free_at_end);
     for (std::uint32_t k = succ_begin_[id]; k < succ_begin_[id + 1]; ++k) {
       std::uint32_t next = succ_[k];
@@ -331,6 +405,10 @@ class Replay {
   std::unordered_map<std::uint64_t, Rendezvous> rendezvous_;
   std::unordered_map<int, Server> servers_;
   std::vector<core::Bytes> in_use_;
+  bool contended_ = false;
+  std::vector<std::vector<Running>> running_;  ///< per simulated rank
+  std::vector<int> busy_sms_;
+  std::vector<double> busy_hbm_;
 };
 
 }  // namespace
@@ -347,7 +425,34 @@ net::CollectiveOp to_net(plan::CommOp op) {
   return net::CollectiveOp::kAllReduce;
 }
 
+double contention_slowdown(double compute_share, int sms, int busy_sms, double hbm_bytes_per_s, double busy_hbm) {
+  if (sms <= 0 || (busy_sms <= 0 && busy_hbm <= 0)) return 1.0;
+  const double free_sms = std::max(1, sms - std::max(0, busy_sms));
+  // NCCL cannot take all of the memory: it is paced by its links. Keep a tenth for the kernel at worst.
+  const double free_hbm = hbm_bytes_per_s > 0 ? std::max(0.1 * hbm_bytes_per_s, hbm_bytes_per_s - busy_hbm) : 1.0;
+  const double memory_slowdown = hbm_bytes_per_s > 0 ? hbm_bytes_per_s / free_hbm : 1.0;
+  return compute_share * sms / free_sms + (1.0 - compute_share) * memory_slowdown;
+}
+
 namespace {
+
+// Local memory traffic per byte of the buffer while a collective runs on one
+// of its n members: what a member sends is read and what it receives is
+// written (a send only one of the two per side), a reduction also reads its
+// own operand.
+double local_traffic_per_byte(plan::CommOp op, std::size_t members) {
+  const double n = static_cast<double>(std::max<std::size_t>(members, 1));
+  const double share = (n - 1) / n;  // of the buffer each member sends (and receives)
+  switch (op) {
+    case plan::CommOp::kAllGather:
+    case plan::CommOp::kAllToAll: return 2.0 * share;
+    case plan::CommOp::kReduceScatter: return 3.0 * share;
+    case plan::CommOp::kAllReduce: return 5.0 * share;  // a reduce-scatter, then an all-gather
+    case plan::CommOp::kSendRecv: return 1.0;
+    case plan::CommOp::kRingExchange: return 2.0;
+  }
+  return 2.0;
+}
 
 // A copy of a group runs the same phases on other links; its flows join the
 // plan's (a copy planned differently, e.g. by another algorithm, is left out:
@@ -390,6 +495,13 @@ TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_mod
     costs.kernel_op_share.push_back(by_kind);
   }
   costs.call.reserve(graph.calls.size());
+  // Only GPUs with kernel figures know their SMs; a CPU rank runs one thing at a time anyway.
+  const hw::Device& device = cost_model.device();
+  const bool contention = device.concurrent_streams && device.kernel_figures && device.kernel_figures->sms > 0;
+  if (contention) {
+    costs.contention.sms = device.kernel_figures->sms;
+    costs.contention.hbm_bytes_per_s = device.hbm_bandwidth.value() * device.kernel_figures->memory_fraction;
+  }
   auto gpus_of = [&](const std::vector<int>& ranks, bool reverse) {
     std::vector<int> gpus;
     for (int r : ranks) gpus.push_back(graph.gpu_of_rank[static_cast<std::size_t>(r)]);
@@ -407,6 +519,12 @@ TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_mod
     const plan::CommGroup& group = graph.groups[static_cast<std::size_t>(c.group)];
     net::CollectivePlan plan = network.plan(to_net(c.op), gpus_of(group.ranks, false), c.bytes);
     costs.call.push_back(core::to_nanoseconds(network.time(plan)));
+    if (contention) {
+      const double seconds = static_cast<double>(costs.call.back().count) * 1e-9;
+      costs.contention.call_sms.push_back(plan.channels);
+      costs.contention.call_hbm_bytes_per_s.push_back(
+          seconds > 0 ? c.bytes.value() * local_traffic_per_byte(c.op, group.ranks.size()) / seconds : 0.0);
+    }
     if (mode == NetworkMode::kFlow) {
       const bool send = c.op == plan::CommOp::kSendRecv;
       costs.reverse_plan.push_back(

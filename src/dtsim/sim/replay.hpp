@@ -37,7 +37,32 @@ struct TaskCosts {
   std::vector<net::CollectivePlan> call_plan{};
   std::vector<net::CollectivePlan> reverse_plan{};
   std::vector<double> link_capacity{};  ///< bytes per second (net::Network::link_capacity)
+  /// What a rank's communication in flight takes from its kernels (`sms` 0:
+  /// nothing). See Contention.
+  struct Contention {
+    int sms = 0;                  ///< the device's SMs (its kernel figures)
+    double hbm_bytes_per_s = 0;   ///< what a streaming kernel reaches on the device
+    std::vector<int> call_sms;    ///< per call: one SM per NCCL channel
+    std::vector<double> call_hbm_bytes_per_s;  ///< per call: the local memory traffic it makes while in flight
+  } contention{};
 };
+
+/// Kernels and communication on one GPU share it. NCCL runs each collective
+/// and send as one thread block per channel, and a block takes an SM of its
+/// own (its shared memory and threads leave no room for a GEMM's tile), so a
+/// kernel that runs beside c channels has S - c SMs; and the collective's
+/// bytes pass through the GPU's memory, so a streaming kernel beside it has
+/// the rest of the bandwidth. While communication is in flight on its rank, a
+/// kernel whose time is a share `a` compute-bound (GEMM, attention) runs
+/// slower by
+///
+///   a * S / (S - c) + (1 - a) * B / (B - h)
+///
+/// with h the collective's local memory traffic (what it sends is read and
+/// what it receives written: 2x its wire bytes, 3x under a reduction) over
+/// its time. The kernel's remaining work is re-timed whenever communication
+/// on its rank starts or ends.
+double contention_slowdown(double compute_share, int sms, int busy_sms, double hbm_bytes_per_s, double busy_hbm);
 
 /// How the replay costs communication.
 enum class NetworkMode { kAnalytic, kFlow };
