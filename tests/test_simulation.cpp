@@ -281,6 +281,10 @@ TEST(Simulation, CommunicationBesideKernelsSlowsThemOnlyWhereItOverlaps) {
   EXPECT_GT(on.report.step_time, off.report.step_time);
   // Bounded by the slowdown of every kernel at its worst: 16 channels of 132 SMs, memory halved.
   EXPECT_LT(on.report.breakdown.compute.value(), off.report.breakdown.compute.value() * 2.0);
+  // The report says how much of compute the contention added: what the kernels lost.
+  const double added = on.report.breakdown.compute.value() - off.report.breakdown.compute.value();
+  EXPECT_NEAR(on.report.breakdown.compute_slowed.value(), added, 0.05 * added);
+  EXPECT_EQ(off.report.breakdown.compute_slowed.value(), 0.0);
   driver::Simulation alone = run("one_device,gbs=4", 1, false, "gpt3-1.3b", "dgx-h100");
   driver::Simulation alone_off = run("one_device,gbs=4,contention=off", 1, false, "gpt3-1.3b", "dgx-h100");
   EXPECT_EQ(alone.timeline.makespan, alone_off.timeline.makespan);

@@ -23,6 +23,9 @@ struct Timeline {
   std::vector<TaskSpan> spans;                      ///< by task id
   std::vector<std::vector<MemorySample>> memory;    ///< by simulated rank index
   std::vector<core::Bytes> peak_memory;             ///< by simulated rank index, static memory included
+  /// by simulated rank index: how much longer its kernels ran because
+  /// communication beside them took SMs and memory (empty: none)
+  std::vector<core::Nanoseconds> contention_delay;
   core::Nanoseconds makespan;
   std::uint64_t events = 0;                         ///< events the engine processed
 };

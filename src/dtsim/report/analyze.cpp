@@ -150,8 +150,10 @@ Report analyze(const plan::TaskGraph& g, const plan::Timeline& tl, const RunInfo
   std::map<int, std::vector<std::uint32_t>> tasks_of_rank;
   for (std::uint32_t id = 0; id < g.tasks.size(); ++id) tasks_of_rank[g.tasks[id].rank].push_back(id);
   bool first = true;
-  for (const plan::RankInfo& rank : g.simulated) {
+  for (std::size_t i = 0; i < g.simulated.size(); ++i) {
+    const plan::RankInfo& rank = g.simulated[i];
     Breakdown b = sweep(g, tl, rank.rank, tasks_of_rank[rank.rank], tl.makespan);
+    if (i < tl.contention_delay.size()) b.compute_slowed = core::to_seconds(tl.contention_delay[i]);
     if (first || b.compute > r.breakdown.compute) r.breakdown = b;
     first = false;
   }

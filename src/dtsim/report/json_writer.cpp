@@ -42,6 +42,7 @@ nlohmann::json to_json(const Report& r) {
       {"breakdown",
        {{"rank", b.rank},
         {"compute_s", b.compute.value()},
+        {"compute_slowed_s", b.compute_slowed.value()},
         {"exposed_comm_s",
          {{"tp", b.exposed_comm.tp.value()},
           {"cp", b.exposed_comm.cp.value()},

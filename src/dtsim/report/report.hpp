@@ -41,6 +41,9 @@ struct ExposedComm {
 struct Breakdown {
   int rank = 0;             ///< the busiest simulated rank, whose times these are
   core::Seconds compute;
+  /// Of `compute`: what communication beside the kernels added by taking SMs
+  /// and memory bandwidth (strategy key `contention`).
+  core::Seconds compute_slowed;
   ExposedComm exposed_comm;
   core::Seconds bubble;     ///< idle: neither computing nor waiting on exposed communication
 };

@@ -37,6 +37,9 @@ void write_table(std::ostream& out, const Report& r) {
   fmt::print(out, "  hw TFLOP/s/GPU       {:.1f}   (HFU {:.1f}%)\n", r.hardware_tflops_per_gpu, 100 * r.hfu);
   fmt::print(out, "\n  step breakdown (rank {})\n", b.rank);
   fmt::print(out, "    compute            {}\n", share(b.compute, r.step_time));
+  if (b.compute_slowed.value() > 0) {
+    fmt::print(out, "      slowed by comm   {}\n", share(b.compute_slowed, r.step_time));
+  }
   fmt::print(out, "    exposed tp comm    {}\n", share(b.exposed_comm.tp, r.step_time));
   if (b.exposed_comm.cp.value() > 0) fmt::print(out, "    exposed cp comm    {}\n", share(b.exposed_comm.cp, r.step_time));
   if (b.exposed_comm.ep.value() > 0) fmt::print(out, "    exposed ep comm    {}\n", share(b.exposed_comm.ep, r.step_time));

@@ -46,6 +46,7 @@ class Replay {
     const std::size_t ranks = graph.simulated.size();
     contended_ = costs.contention.sms > 0;
     if (contended_) {
+      timeline_.contention_delay.assign(ranks, Nanoseconds{0});
       running_.resize(ranks);
       busy_sms_.assign(ranks, 0);
       busy_hbm_.assign(ranks, 0.0);
@@ -197,6 +198,7 @@ class Replay {
     std::uint32_t id = 0;
     double work_ns = 0;
     double rate = 1;
+    Nanoseconds full{0};  ///< its duration alone
     Nanoseconds since{0};
     std::uint64_t event = 0;
   };
@@ -222,16 +224,19 @@ class Replay {
   void start_running(std::uint32_t id, Nanoseconds duration) {
     mark_started(id);
     const Task& t = g_.tasks[id];
-    Running k{id, static_cast<double>(duration.count), rate_of(t), now_, 0};
+    Running k{id, static_cast<double>(duration.count), rate_of(t), duration, now_, 0};
     schedule_running(k);
     running_[rank_index(t)].push_back(k);
   }
 
   // Whether the event ends its kernel (false: a re-timing superseded it).
   bool end_running(std::uint32_t id, std::uint64_t sequence) {
-    std::vector<Running>& on_rank = running_[rank_index(g_.tasks[id])];
+    const std::size_t r = rank_index(g_.tasks[id]);
+    std::vector<Running>& on_rank = running_[r];
     auto it = std::find_if(on_rank.begin(), on_rank.end(), [&](const Running& k) { return k.id == id; });
     if (it == on_rank.end() || it->event != sequence) return false;
+    const Nanoseconds slowed = (now_ - timeline_.spans[id].start) - it->full;
+    if (slowed.count > 0) timeline_.contention_delay[r].count += slowed.count;
     on_rank.erase(it);
     return true;
   }
