@@ -1,3 +1,5 @@
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "dtsim/core/input_error.hpp"
@@ -46,7 +48,8 @@ TEST(HfConfig, UnsupportedModelTypeAndBadHeadsAreOneLine) {
     load(R"({"model_type": "t5"})");
     FAIL();
   } catch (const core::InputError& e) {
-    EXPECT_STREQ(e.what(), "config.json: /model_type: expected one of llama, mistral, mixtral, qwen2, gpt2, gpt_neox, got \"t5\"");
+    EXPECT_STREQ(e.what(), "config.json: /model_type: expected one of llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, "
+                 "gemma2, gemma3_text, phi3, olmo, olmo2, falcon, gpt2, gpt_neox, bert, roberta, got \"t5\"");
   }
   try {
     load(R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 30,
@@ -54,5 +57,88 @@ TEST(HfConfig, UnsupportedModelTypeAndBadHeadsAreOneLine) {
     FAIL();
   } catch (const core::InputError& e) {
     EXPECT_STREQ(e.what(), "config.json: /num_attention_heads: expected a divisor of hidden size 4096, got 30");
+  }
+}
+
+namespace {
+std::string hf_dir() { return std::string(DTSIM_SOURCE_DIR) + "/tests/inputs/hf/"; }
+}  // namespace
+
+TEST(HfConfig, PublishedConfigsLoadWithThePublishedParameterCount) {
+  std::ifstream in(hf_dir() + "expected.json");
+  ASSERT_TRUE(in);
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  int checked = 0;
+  for (const auto& [name, e] : expected.items()) {
+    model::Graph g = model::load_workload(hf_dir() + name + "/config.json");
+    EXPECT_EQ(g.name, name) << "the folder names a config without _name_or_path";
+    if (e["parameters"].is_null()) continue;
+    const double published = e["parameters"].get<double>();
+    EXPECT_NEAR(g.parameter_count() / published, 1.0, 0.005)
+        << name << ": " << g.parameter_count() << " against " << published << " (" << e["parameters_source"] << ")";
+    ++checked;
+  }
+  EXPECT_GE(checked, 15);
+}
+
+TEST(HfConfig, ShapesThatCostTimeComeFromTheFile) {
+  // Llama-3.1 trains at 8k; 131,072 is its RoPE-extended limit.
+  model::Graph llama = model::load_workload(hf_dir() + "Meta-Llama-3.1-8B/config.json");
+  EXPECT_EQ(llama.seq_len, 8192);
+  EXPECT_NE(llama.seq_len_source.find("original_max_position_embeddings"), std::string::npos);
+  model::Graph override = model::load_workload(hf_dir() + "Meta-Llama-3.1-8B/config.json", {16384});
+  EXPECT_EQ(override.seq_len, 16384);
+  EXPECT_EQ(override.seq_len_source, "--seq-len");
+  // Mistral-Nemo's 1,024,000 positions are a limit, not the training context.
+  model::Graph long_context = model::load_workload(hf_dir() + "Mistral-Nemo-Base-2407/config.json");
+  EXPECT_EQ(long_context.seq_len, 8192);
+  EXPECT_NE(long_context.seq_len_source.find("capped"), std::string::npos);
+  // Mistral-Nemo: 32 heads of 128 on a hidden size of 5120.
+  model::Graph nemo = model::load_workload(hf_dir() + "Mistral-Nemo-Base-2407/config.json", {4096});
+  EXPECT_EQ(nemo.transformer->head_dim, 128);
+  const model::Op* qkv = nullptr;
+  for (const model::Op& op : nemo.layers[1].ops) {
+    if (op.name == "attn.qkv") qkv = &op;
+  }
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_EQ(qkv->gemm.n, 32 * 128 + 2 * 8 * 128);
+  // Gemma: a head size of 256 on 16 heads, wider than its hidden size of 3072.
+  EXPECT_EQ(model::load_workload(hf_dir() + "gemma-7b/config.json").transformer->head_dim, 256);
+  // Falcon-7B: one key/value head, attention and MLP from one norm; no position limit in the file.
+  model::Graph falcon = model::load_workload(hf_dir() + "falcon-7b/config.json");
+  EXPECT_EQ(falcon.transformer->kv_heads, 1);
+  EXPECT_EQ(falcon.seq_len, 2048);
+  EXPECT_NE(falcon.seq_len_source.find("assumed"), std::string::npos);
+  // Qwen1.5-MoE: 60 routed experts of 1408, 4 per token, and the shared ones beside them.
+  model::Graph moe = model::load_workload(hf_dir() + "Qwen1.5-MoE-A2.7B/config.json");
+  EXPECT_EQ(moe.transformer->experts, 60);
+  bool shared = false;
+  for (const model::Op& op : moe.layers[1].ops) shared = shared || op.name == "moe.shared.gate_up";
+  EXPECT_TRUE(shared);
+  // BERT attends both ways.
+  for (const model::Op& op : model::load_workload(hf_dir() + "bert-base-uncased/config.json").layers[1].ops) {
+    if (op.kind == model::OpKind::kAttention) {
+      EXPECT_FALSE(op.causal);
+    }
+  }
+}
+
+TEST(WorkloadJson, HeadSizeAndSharedExpertsAreKeysOfItsOwn) {
+  model::Graph nemo = load(R"({"name": "nemo-like", "kind": "transformer", "layers": 2, "hidden": 5120, "heads": 32,
+      "kv_heads": 8, "head_dim": 128, "ffn_hidden": 14336, "vocab": 131072, "seq_len": 4096, "mlp": "swiglu",
+      "norm": "rmsnorm", "positions": "rope", "tied_embeddings": false})");
+  EXPECT_EQ(nemo.transformer->head_dim, 128);
+  model::Graph moe = load(R"({"name": "moe", "kind": "transformer", "layers": 2, "hidden": 1024, "heads": 8,
+      "ffn_hidden": 512, "vocab": 1000, "seq_len": 128, "mlp": "swiglu", "experts": 8, "top_k": 2, "shared_ffn": 2048})");
+  model::Graph dense_only = load(R"({"name": "moe", "kind": "transformer", "layers": 2, "hidden": 1024, "heads": 8,
+      "ffn_hidden": 512, "vocab": 1000, "seq_len": 128, "mlp": "swiglu", "experts": 8, "top_k": 2})");
+  // Shared experts add 3 x 1024 x 2048 parameters a layer.
+  EXPECT_DOUBLE_EQ(moe.parameter_count() - dense_only.parameter_count(), 2 * 3.0 * 1024 * 2048);
+  try {
+    load(R"({"name": "x", "kind": "transformer", "layers": 2, "hidden": 1024, "heads": 8, "vocab": 1000,
+        "seq_len": 128, "shared_ffn": 2048})");
+    FAIL();
+  } catch (const core::InputError& e) {
+    EXPECT_STREQ(e.what(), "config.json: /shared_ffn: expected experts > 0: shared experts run beside routed ones");
   }
 }

@@ -205,6 +205,7 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
   info.nodes = (strategy.world + cluster.gpus_per_node() - 1) / cluster.gpus_per_node();
   info.global_batch = strategy.s.gbs;
   info.seq_len = graph.seq_len;
+  info.seq_len_source = graph.seq_len_source;
   info.parameters = graph.parameter_count();
   info.peak_per_gpu = cluster.device().peak_for(strategy.s.dtype);
   info.memory_capacity = cluster.device().hbm_capacity;

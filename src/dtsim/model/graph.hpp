@@ -100,12 +100,14 @@ struct TransformerShape {
   std::int64_t vocab = 0;
   std::int64_t experts = 0;  ///< 0 for a dense model
   std::int64_t top_k = 0;
+  std::int64_t head_dim = 0;  ///< attention head size (hidden / heads unless the model sets its own)
 };
 
 struct Graph {
   std::string name;
   std::string source;  ///< where the figures come from
   std::int64_t seq_len = 0;  ///< tokens per sample; 0 for non-sequence models
+  std::string seq_len_source;  ///< where seq_len came from when a loader chose it (config.json's key)
   std::optional<TransformerShape> transformer;
   std::vector<Layer> layers;
 

@@ -1,6 +1,10 @@
 // Hugging Face config.json. Its files carry many keys dtsim has no use for
-// (token ids, dropout rates, rope scaling), so unknown keys are not errors
-// here, unlike dtsim's own formats; the keys that set the shape are required.
+// (token ids, dropout rates, rope frequencies), so unknown keys are not
+// errors here, unlike dtsim's own formats; the keys that set the shape are
+// required. Each family reads its own key names into one TransformerConfig.
+#include <algorithm>
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "dtsim/core/json_reader.hpp"
@@ -11,27 +15,89 @@
 namespace dtsim::model {
 namespace {
 
-std::int64_t seq_len_of(core::JsonReader& r, const char* key, const LoadOptions& options) {
-  return options.seq_len ? *options.seq_len : r.count(key, kMaxSeqLen);
+// config.json writes `null` for "not set" (head_dim, rope_scaling, sliding_window).
+bool present(const core::JsonReader& r, const char* key) { return r.has(key) && !r.raw().at(key).is_null(); }
+
+// The sequence a model was pretrained at, which is what a training step
+// costs: a config that extends its context by RoPE scaling (Llama-3.1's
+// 131,072 from 8,192) keeps the original under rope_scaling. Otherwise the
+// position limit, up to 8,192: beyond that it is a long-context limit
+// reached by a late phase of training (Mistral-Nemo's 1,024,000, Qwen2.5's
+// 131,072), and most of the tokens were trained at 4k-8k. A config without
+// one (Falcon) gets 2,048, its family's. --seq-len overrides all of them,
+// and the summary says which applied.
+constexpr std::int64_t kLongestDefaultContext = 8192;
+void set_seq_len(TransformerConfig& c, core::JsonReader& r, const LoadOptions& options, const char* positions_key) {
+  if (options.seq_len) {
+    c.seq_len = *options.seq_len;
+    c.seq_len_source = "--seq-len";
+    return;
+  }
+  if (present(r, "rope_scaling") && r.raw().at("rope_scaling").is_object()) {
+    core::JsonReader scaling = r.object("rope_scaling");
+    if (present(scaling, "original_max_position_embeddings")) {
+      c.seq_len = scaling.count("original_max_position_embeddings", kMaxSeqLen);
+      c.seq_len_source = "rope_scaling.original_max_position_embeddings: the pretraining context";
+      return;
+    }
+  }
+  if (present(r, positions_key)) {
+    const std::int64_t limit = r.count(positions_key, kMaxSeqLen);
+    c.seq_len = std::min(limit, kLongestDefaultContext);
+    c.seq_len_source = limit <= kLongestDefaultContext
+                           ? positions_key
+                           : fmt::format("{} {} capped at {}, a usual pretraining context; --seq-len sets it",
+                                         positions_key, limit, kLongestDefaultContext);
+    return;
+  }
+  c.seq_len = 2048;
+  c.seq_len_source = fmt::format("no {} in the file: 2048 assumed", positions_key);
 }
 
-// llama, mistral, qwen2 and mixtral share Llama's key names.
-TransformerConfig llama_family(core::JsonReader& r, const LoadOptions& options) {
+std::int64_t head_dim_of(core::JsonReader& r) { return present(r, "head_dim") ? r.count("head_dim", kMaxHidden) : 0; }
+
+// Llama's key names, which most decoder families kept.
+TransformerConfig llama_keys(core::JsonReader& r, const LoadOptions& options) {
   TransformerConfig c;
   c.layers = r.count("num_hidden_layers", kMaxLayers);
   c.hidden = r.count("hidden_size", kMaxHidden);
   c.heads = r.count("num_attention_heads", kMaxHeads);
-  c.kv_heads = r.count_or("num_key_value_heads", c.heads, kMaxHeads);
+  c.kv_heads = present(r, "num_key_value_heads") ? r.count("num_key_value_heads", kMaxHeads) : c.heads;
+  c.head_dim = head_dim_of(r);
   c.ffn_hidden = r.count("intermediate_size", kMaxFfnHidden);
   c.vocab = r.count("vocab_size", kMaxVocab);
-  c.seq_len = seq_len_of(r, "max_position_embeddings", options);
+  set_seq_len(c, r, options, "max_position_embeddings");
   c.mlp = MlpKind::kSwiGlu;
   c.norm = NormKind::kRmsNorm;
   c.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
   c.learned_positions = false;
-  if (r.has("num_local_experts")) {
+  return c;
+}
+
+TransformerConfig llama_family(core::JsonReader& r, const LoadOptions& options, const std::string& type) {
+  TransformerConfig c = llama_keys(r, options);
+  if (type == "mixtral") {
     c.experts = r.count("num_local_experts", kMaxExperts);
     c.top_k = r.count("num_experts_per_tok", kMaxExperts);
+  } else if (type == "qwen2_moe" || type == "qwen3_moe") {
+    c.experts = r.count("num_experts", kMaxExperts);
+    c.top_k = r.count("num_experts_per_tok", kMaxExperts);
+    c.ffn_hidden = r.count("moe_intermediate_size", kMaxFfnHidden);
+    if (present(r, "shared_expert_intermediate_size")) {
+      c.shared_ffn = r.count("shared_expert_intermediate_size", kMaxFfnHidden);
+    }
+  }
+  if (type == "qwen2" || type == "qwen2_moe") c.qkv_bias = true;
+  if (type == "qwen3" || type == "qwen3_moe") c.qk_norm_params = 2 * c.head_size();
+  if (type == "olmo") {
+    c.norm = NormKind::kLayerNorm;  // without weights or biases
+    c.norm_params = false;
+  }
+  if (type == "olmo2") c.qk_norm_params = (c.heads + c.kv_heads) * c.head_size();
+  if (type == "gemma" || type == "gemma2" || type == "gemma3_text") {
+    c.tied_embeddings = r.boolean_or("tie_word_embeddings", true);  // Gemma's files leave it to the default
+    c.post_norms = type != "gemma";
+    if (type == "gemma3_text") c.qk_norm_params = 2 * c.head_size();
   }
   return c;
 }
@@ -43,13 +109,14 @@ TransformerConfig gpt2(core::JsonReader& r, const LoadOptions& options) {
   c.heads = r.count("n_head", kMaxHeads);
   c.kv_heads = c.heads;
   // n_inner is null in GPT-2's own files, meaning 4 x n_embd.
-  c.ffn_hidden = r.has("n_inner") && !r.raw().at("n_inner").is_null() ? r.count("n_inner", kMaxFfnHidden) : 4 * c.hidden;
+  c.ffn_hidden = present(r, "n_inner") ? r.count("n_inner", kMaxFfnHidden) : 4 * c.hidden;
   c.vocab = r.count("vocab_size", kMaxVocab);
-  c.seq_len = seq_len_of(r, "n_positions", options);
+  set_seq_len(c, r, options, "n_positions");
   c.mlp = MlpKind::kGelu;
   c.norm = NormKind::kLayerNorm;
   c.tied_embeddings = true;
   c.learned_positions = true;
+  c.linear_bias = true;
   return c;
 }
 
@@ -61,19 +128,88 @@ TransformerConfig gpt_neox(core::JsonReader& r, const LoadOptions& options) {
   c.kv_heads = c.heads;
   c.ffn_hidden = r.count("intermediate_size", kMaxFfnHidden);
   c.vocab = r.count("vocab_size", kMaxVocab);
-  c.seq_len = seq_len_of(r, "max_position_embeddings", options);
+  set_seq_len(c, r, options, "max_position_embeddings");
   c.mlp = MlpKind::kGelu;
   c.norm = NormKind::kLayerNorm;
   c.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
   c.learned_positions = false;
+  c.linear_bias = true;
   return c;
+}
+
+// Falcon: multi-query attention (7B) or grouped queries (40B, 180B: the
+// "new decoder architecture", which also gives the MLP a norm of its own),
+// attention and MLP in parallel, a 4h GeLU MLP, no biases.
+TransformerConfig falcon(core::JsonReader& r, const LoadOptions& options) {
+  TransformerConfig c;
+  c.layers = r.count(r.has("num_hidden_layers") ? "num_hidden_layers" : "n_layer", kMaxLayers);
+  c.hidden = r.count("hidden_size", kMaxHidden);
+  c.heads = r.count(r.has("num_attention_heads") ? "num_attention_heads" : "n_head", kMaxHeads);
+  const bool new_architecture = r.boolean_or("new_decoder_architecture", false);
+  if (new_architecture) {
+    c.kv_heads = r.count(r.has("num_kv_heads") ? "num_kv_heads" : "n_head_kv", kMaxHeads);
+  } else {
+    c.kv_heads = r.boolean_or("multi_query", true) ? 1 : c.heads;
+  }
+  c.ffn_hidden = present(r, "ffn_hidden_size") ? r.count("ffn_hidden_size", kMaxFfnHidden) : 4 * c.hidden;
+  c.vocab = r.count("vocab_size", kMaxVocab);
+  set_seq_len(c, r, options, "max_position_embeddings");
+  c.mlp = MlpKind::kGelu;
+  c.norm = NormKind::kLayerNorm;
+  c.tied_embeddings = r.boolean_or("tie_word_embeddings", true);
+  c.learned_positions = false;
+  c.rotary = !r.boolean_or("alibi", false);
+  c.shared_norm = r.boolean_or("parallel_attn", true) && !new_architecture;
+  c.linear_bias = r.boolean_or("bias", false);
+  return c;
+}
+
+// BERT and RoBERTa: a post-norm encoder (every token sees every other), learned
+// positions and token types, biases everywhere, the masked-LM head.
+TransformerConfig bert(core::JsonReader& r, const LoadOptions& options) {
+  TransformerConfig c;
+  c.layers = r.count("num_hidden_layers", kMaxLayers);
+  c.hidden = r.count("hidden_size", kMaxHidden);
+  c.heads = r.count("num_attention_heads", kMaxHeads);
+  c.kv_heads = c.heads;
+  c.ffn_hidden = r.count("intermediate_size", kMaxFfnHidden);
+  c.vocab = r.count("vocab_size", kMaxVocab);
+  set_seq_len(c, r, options, "max_position_embeddings");
+  c.mlp = MlpKind::kGelu;
+  c.norm = NormKind::kLayerNorm;
+  c.tied_embeddings = true;
+  c.learned_positions = true;
+  c.rotary = false;
+  c.causal = false;
+  c.linear_bias = true;
+  c.type_vocab = present(r, "type_vocab_size") ? r.count("type_vocab_size", kMaxVocab) : 0;
+  c.mlm_head = true;
+  return c;
+}
+
+// The model's name: the config's own, else the folder it sits in (where
+// `huggingface-cli download` puts it), else its type.
+std::string name_of(core::JsonReader& r, const std::string& file, const std::string& type) {
+  if (present(r, "_name_or_path")) {
+    std::string name = r.string("_name_or_path");
+    if (!name.empty()) return name;
+  }
+  const std::filesystem::path folder = std::filesystem::path(file).parent_path().filename();
+  if (!folder.empty() && folder != "." && folder != "..") return folder.string();
+  return fmt::format("{} (config.json)", type);
 }
 
 }  // namespace
 
 Graph load_hf_config(const nlohmann::json& document, const std::string& file, const LoadOptions& options) {
-  core::JsonReader r(document, file);
-  std::string type = r.choice("model_type", {"llama", "mistral", "mixtral", "qwen2", "gpt2", "gpt_neox"});
+  core::JsonReader top(document, file);
+  // Multimodal Gemma-3 keeps its language model under text_config.
+  const bool nested = present(top, "text_config") && top.raw().at("text_config").is_object() &&
+                      top.raw().at("text_config").contains("model_type");
+  core::JsonReader r = nested ? top.object("text_config") : top;
+  const std::string type = r.choice(
+      "model_type", {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
+                     "gemma3_text", "phi3", "olmo", "olmo2", "falcon", "gpt2", "gpt_neox", "bert", "roberta"});
   TransformerConfig c;
   if (type == "gpt2") {
     c = gpt2(r, options);
@@ -81,11 +217,17 @@ Graph load_hf_config(const nlohmann::json& document, const std::string& file, co
   } else if (type == "gpt_neox") {
     c = gpt_neox(r, options);
     check_transformer(c, r, "num_attention_heads", "num_attention_heads");
+  } else if (type == "falcon") {
+    c = falcon(r, options);
+    check_transformer(c, r, "num_attention_heads", "num_kv_heads");
+  } else if (type == "bert" || type == "roberta") {
+    c = bert(r, options);
+    check_transformer(c, r, "num_attention_heads", "num_attention_heads");
   } else {
-    c = llama_family(r, options);
+    c = llama_family(r, options, type);
     check_transformer(c, r, "num_attention_heads", "num_key_value_heads");
   }
-  c.name = r.has("_name_or_path") ? r.string("_name_or_path") : fmt::format("{} (config.json)", type);
+  c.name = name_of(top, file, type);
   c.source = "Hugging Face config.json: " + file;
   return build_transformer(c);
 }

@@ -38,31 +38,45 @@ Op memory_op(std::string name, OpKind kind, TensorSplit split, double forward_mo
 Op norm_op(std::string name, const TransformerConfig& c) {
   double sh = static_cast<double>(c.seq_len * c.hidden);
   Op op = memory_op(std::move(name), OpKind::kNorm, TensorSplit::kReplicated, 2 * sh);
-  op.params = static_cast<double>(c.norm == NormKind::kLayerNorm ? 2 * c.hidden : c.hidden);
+  op.params = !c.norm_params ? 0.0 : static_cast<double>(c.norm == NormKind::kLayerNorm ? 2 * c.hidden : c.hidden);
   if (c.norm == NormKind::kRmsNorm) op.pattern = Op::Pattern::kRmsNorm;
   op.saved.replicated_elements = sh;
   return op;
 }
 
+double bias(const TransformerConfig& c, std::int64_t width) {
+  return c.linear_bias ? static_cast<double>(width) : 0.0;
+}
+
 void add_attention(Layer& layer, const TransformerConfig& c) {
   const std::int64_t s = c.seq_len, h = c.hidden, a = c.heads;
-  const std::int64_t head_dim = h / a;
+  const std::int64_t head_dim = c.head_size();
+  const std::int64_t q_width = a * head_dim;  // hidden, unless the model sets its own head size
   const std::int64_t kv_width = 2 * c.kv_heads * head_dim;
-  const double sh = static_cast<double>(s * h);
+  const double sh = static_cast<double>(s * h), sq = static_cast<double>(s * q_width);
 
   layer.ops.push_back(norm_op("attn.norm", c));
 
-  Op qkv = gemm_op("attn.qkv", TensorSplit::kSharded, {s, h + kv_width, h, 1});
-  qkv.params = static_cast<double>(h * (h + kv_width));
+  Op qkv = gemm_op("attn.qkv", TensorSplit::kSharded, {s, q_width + kv_width, h, 1});
+  qkv.params = static_cast<double>(h * (q_width + kv_width)) +
+               (c.linear_bias || c.qkv_bias ? static_cast<double>(q_width + kv_width) : 0.0);
   qkv.saved.replicated_elements = sh;
   qkv.tp_gather_before = true;
   layer.ops.push_back(qkv);
+
+  if (c.qk_norm_params > 0) {
+    Op qk_norm = memory_op("attn.qk_norm", OpKind::kNorm, TensorSplit::kSharded,
+                           2.0 * static_cast<double>(s * (q_width + kv_width / 2)));
+    qk_norm.params = static_cast<double>(c.qk_norm_params);
+    qk_norm.saved.sharded_elements = static_cast<double>(s * (q_width + kv_width / 2));
+    layer.ops.push_back(qk_norm);
+  }
 
   if (c.rotary && !c.learned_positions) {
     // Rotary embedding of the queries and keys: as one fused kernel, each
     // element read and written once; the planner scales it for frameworks
     // that run it as separate element-wise kernels.
-    const double rotated = static_cast<double>(s * (h + kv_width / 2));
+    const double rotated = static_cast<double>(s * (q_width + kv_width / 2));
     Op rope = memory_op("attn.rope", OpKind::kElementwise, TensorSplit::kSharded, 2 * rotated);
     rope.pattern = Op::Pattern::kRotary;
     layer.ops.push_back(rope);
@@ -74,28 +88,33 @@ void add_attention(Layer& layer, const TransformerConfig& c) {
   core.causal = c.causal;
   const double scores = static_cast<double>(a * s * s);
   // Q, K, V in and the output out; the per-head "weights" of gemm_op are activations here.
-  core.forward_elements_moved = 4.0 * sh;
-  core.backward_elements_moved = 8.0 * sh;
+  core.forward_elements_moved = 4.0 * sq;
+  core.backward_elements_moved = 8.0 * sq;
   core.weight_elements_moved = 0;
   core.score_elements = scores;
-  core.saved.sharded_elements = sh + static_cast<double>(s * kv_width);  // Q, K, V
+  core.saved.sharded_elements = sq + static_cast<double>(s * kv_width);  // Q, K, V
   core.saved.score_elements = 2 * scores;                                 // softmax and dropout outputs
   core.saved.score_mask = Bytes(scores);                                  // dropout mask
   layer.ops.push_back(core);
 
-  Op proj = gemm_op("attn.proj", TensorSplit::kSharded, {s, h, h, 1});
-  proj.params = static_cast<double>(h * h);
-  proj.saved.sharded_elements = sh;
+  Op proj = gemm_op("attn.proj", TensorSplit::kSharded, {s, h, q_width, 1});
+  proj.params = static_cast<double>(q_width * h) + bias(c, h);
+  proj.saved.sharded_elements = sq;
   proj.tp_reduce_after = true;
   layer.ops.push_back(proj);
+  if (c.post_norms) layer.ops.push_back(norm_op("attn.post_norm", c));
 
   Op residual = memory_op("attn.dropout_add", OpKind::kElementwise, TensorSplit::kReplicated, 3 * sh);
   residual.saved.replicated_mask = Bytes(sh);
   layer.ops.push_back(residual);
 }
 
-void add_mlp(Layer& layer, const TransformerConfig& c, bool expert, double copies) {
-  const std::int64_t s = c.seq_len, h = c.hidden, f = c.ffn_hidden;
+// An MLP of width f: a dense one, a routed expert (`expert`: its parameters
+// counted once per expert, its work `copies` times, once per expert a token
+// goes to) or the shared experts.
+void add_mlp(Layer& layer, const TransformerConfig& c, std::int64_t f, bool expert, double copies,
+             const std::string& prefix = "mlp") {
+  const std::int64_t s = c.seq_len, h = c.hidden;
   const double sh = static_cast<double>(s * h), sf = static_cast<double>(s * f);
   const bool swiglu = c.mlp == MlpKind::kSwiGlu;
   const std::int64_t up_width = swiglu ? 2 * f : f;
@@ -111,21 +130,21 @@ void add_mlp(Layer& layer, const TransformerConfig& c, bool expert, double copie
     return op;
   };
 
-  Op up = gemm_op(swiglu ? "mlp.gate_up" : "mlp.fc1", TensorSplit::kSharded, {s, up_width, h, 1});
-  up.params = static_cast<double>(h * up_width) * param_copies;
+  Op up = gemm_op(prefix + (swiglu ? ".gate_up" : ".fc1"), TensorSplit::kSharded, {s, up_width, h, 1});
+  up.params = (static_cast<double>(h * up_width) + bias(c, up_width)) * param_copies;
   up.saved.replicated_elements = sh;
   up.tp_gather_before = true;
   up.expert = expert;
   layer.ops.push_back(scaled(up));
 
-  Op act = memory_op(swiglu ? "mlp.swiglu" : "mlp.gelu", OpKind::kElementwise, TensorSplit::kSharded,
+  Op act = memory_op(prefix + (swiglu ? ".swiglu" : ".gelu"), OpKind::kElementwise, TensorSplit::kSharded,
                      swiglu ? 3 * sf : 2 * sf);
   act.saved.sharded_elements = swiglu ? 2 * sf : sf;
   act.expert = expert;
   layer.ops.push_back(scaled(act));
 
-  Op down = gemm_op(swiglu ? "mlp.down" : "mlp.fc2", TensorSplit::kSharded, {s, h, f, 1});
-  down.params = static_cast<double>(f * h) * param_copies;
+  Op down = gemm_op(prefix + (swiglu ? ".down" : ".fc2"), TensorSplit::kSharded, {s, h, f, 1});
+  down.params = (static_cast<double>(f * h) + bias(c, h)) * param_copies;
   down.saved.sharded_elements = sf;
   down.tp_reduce_after = true;
   down.expert = expert;
@@ -137,15 +156,17 @@ Layer block(const TransformerConfig& c, std::int64_t index) {
   layer.name = "block." + std::to_string(index);
   layer.role = LayerRole::kBlock;
   add_attention(layer, c);
-  layer.ops.push_back(norm_op("mlp.norm", c));
+  if (!c.shared_norm) layer.ops.push_back(norm_op("mlp.norm", c));
   if (c.experts > 0) {
     Op router = gemm_op("moe.router", TensorSplit::kReplicated, {c.seq_len, c.experts, c.hidden, 1});
     router.params = static_cast<double>(c.hidden * c.experts);
     layer.ops.push_back(router);
-    add_mlp(layer, c, true, static_cast<double>(c.top_k));
+    add_mlp(layer, c, c.ffn_hidden, true, static_cast<double>(c.top_k));
+    if (c.shared_ffn > 0) add_mlp(layer, c, c.shared_ffn, false, 1.0, "moe.shared");
   } else {
-    add_mlp(layer, c, false, 1.0);
+    add_mlp(layer, c, c.ffn_hidden, false, 1.0);
   }
+  if (c.post_norms) layer.ops.push_back(norm_op("mlp.post_norm", c));
   Op residual = memory_op("mlp.dropout_add", OpKind::kElementwise, TensorSplit::kReplicated,
                           3.0 * static_cast<double>(c.seq_len * c.hidden));
   residual.saved.replicated_mask = Bytes(static_cast<double>(c.seq_len * c.hidden));
@@ -163,15 +184,24 @@ Layer embedding(const TransformerConfig& c) {
   layer.ops.push_back(lookup);
   if (c.learned_positions) {
     Op positions = memory_op("embedding.positions", OpKind::kElementwise, TensorSplit::kReplicated, 3 * sh);
-    positions.params = sh;
+    positions.params = sh + static_cast<double>(c.type_vocab * c.hidden);  // BERT adds its segments here too
     layer.ops.push_back(positions);
   }
+  if (c.mlm_head) layer.ops.push_back(norm_op("embedding.norm", c));  // BERT normalises its embeddings
   return layer;
 }
 
 Layer head(const TransformerConfig& c) {
   const std::int64_t s = c.seq_len;
   Layer layer{"head", LayerRole::kHead, {}};
+  if (c.mlm_head) {
+    // BERT: post-norm blocks end in their own norm; the masked-LM head
+    // transforms (dense, GeLU, norm) before the tied decoder and its bias.
+    Op transform = gemm_op("head.transform", TensorSplit::kReplicated, {s, c.hidden, c.hidden, 1});
+    transform.params = static_cast<double>(c.hidden * c.hidden + c.hidden + c.vocab);
+    transform.saved.replicated_elements = static_cast<double>(s * c.hidden);
+    layer.ops.push_back(transform);
+  }
   layer.ops.push_back(norm_op("head.norm", c));
   Op logits = gemm_op("head.logits", TensorSplit::kSharded, {s, c.vocab, c.hidden, 1});
   // Tied embeddings share the lookup table's parameters; they are counted once, there.
@@ -197,8 +227,10 @@ Graph build_transformer(const TransformerConfig& config) {
   graph.name = config.name;
   graph.source = config.source;
   graph.seq_len = config.seq_len;
+  graph.seq_len_source = config.seq_len_source;
   graph.transformer = TransformerShape{config.layers, config.hidden,  config.heads,   config.kv_heads,
-                                       config.ffn_hidden, config.vocab, config.experts, config.top_k};
+                                       config.ffn_hidden, config.vocab, config.experts, config.top_k,
+                                       config.head_size()};
   graph.layers.reserve(static_cast<std::size_t>(config.layers) + 2);
   graph.layers.push_back(embedding(config));
   for (std::int64_t i = 0; i < config.layers; ++i) graph.layers.push_back(block(config, i));

@@ -1,7 +1,9 @@
 #pragma once
 /// Builds the op graph of a decoder or encoder transformer: MHA or GQA
-/// attention, GeLU or SwiGLU MLP, LayerNorm or RMSNorm, tied or untied
-/// embeddings, and MoE blocks with `experts` and `top_k`.
+/// attention (a head size of its own where the model sets one), GeLU or
+/// gated (SwiGLU, GeGLU) MLP, LayerNorm or RMSNorm, tied or untied
+/// embeddings, and MoE blocks with `experts` and `top_k`, and shared experts
+/// every token runs beside the routed ones.
 #include <cstdint>
 #include <string>
 
@@ -33,6 +35,8 @@ struct TransformerConfig {
   std::int64_t ffn_hidden = 0;  ///< per expert for MoE
   std::int64_t vocab = 0;
   std::int64_t seq_len = 0;
+  std::string seq_len_source;   ///< where seq_len came from, for the summary ("" for dtsim's own files)
+  std::int64_t head_dim = 0;    ///< 0: hidden / heads (Gemma, Mistral-Nemo and Qwen3 set their own)
   MlpKind mlp = MlpKind::kGelu;
   NormKind norm = NormKind::kLayerNorm;
   bool tied_embeddings = true;
@@ -41,6 +45,23 @@ struct TransformerConfig {
   std::int64_t experts = 0;        ///< 0: dense MLP
   std::int64_t top_k = 0;
   bool causal = true;  ///< decoders mask future tokens; encoders (BERT) attend both ways
+  /// Width of the shared experts' MLP (Qwen2-MoE, DeepSeek): a dense MLP
+  /// every token runs beside its routed experts; 0: none.
+  std::int64_t shared_ffn = 0;
+  // What changes the parameter count more than the time (the ops' work is
+  // element-wise and small), so that loaded checkpoints count right:
+  bool linear_bias = false;     ///< biases on every linear layer (GPT-2, BERT)
+  bool qkv_bias = false;        ///< biases on the query, key and value projections only (Qwen2)
+  bool norm_params = true;      ///< false: OLMo's non-parametric LayerNorm
+  bool post_norms = false;      ///< Gemma-2/3: a norm after attention and after the MLP as well
+  bool shared_norm = false;     ///< Falcon-7B: attention and MLP in parallel from one norm
+  /// Norms on queries and keys: parameters per layer (OLMo-2 normalises the
+  /// whole projection, Qwen3 and Gemma-3 each head); 0: none.
+  std::int64_t qk_norm_params = 0;
+  std::int64_t type_vocab = 0;  ///< BERT's token-type (segment) embeddings
+  bool mlm_head = false;        ///< BERT's masked-LM head: a dense layer and a norm before the logits
+
+  [[nodiscard]] std::int64_t head_size() const { return head_dim > 0 ? head_dim : hidden / heads; }
 };
 
 /// Expects a validated config (the loaders check it): heads divide hidden,

@@ -6,7 +6,7 @@ namespace dtsim::model {
 
 void check_transformer(const TransformerConfig& c, const core::JsonReader& r, const char* heads_key,
                        const char* kv_heads_key) {
-  if (c.hidden % c.heads != 0) {
+  if (c.head_dim == 0 && c.hidden % c.heads != 0) {
     r.fail(heads_key, fmt::format("expected a divisor of hidden size {}, got {}", c.hidden, c.heads));
   }
   if (c.heads % c.kv_heads != 0) {

@@ -17,6 +17,7 @@ Graph load_transformer(core::JsonReader& r, const LoadOptions& options) {
   c.hidden = r.count("hidden", kMaxHidden);
   c.heads = r.count("heads", kMaxHeads);
   c.kv_heads = r.count_or("kv_heads", c.heads, kMaxHeads);
+  if (r.has("head_dim")) c.head_dim = r.count("head_dim", kMaxHidden);
   c.ffn_hidden = r.count_or("ffn_hidden", 4 * c.hidden, kMaxFfnHidden);
   c.vocab = r.count("vocab", kMaxVocab);
   c.seq_len = options.seq_len.value_or(r.count("seq_len", kMaxSeqLen));
@@ -30,6 +31,10 @@ Graph load_transformer(core::JsonReader& r, const LoadOptions& options) {
   c.rotary = positions == "rope";
   c.experts = r.integer_or("experts", 0);
   c.top_k = r.integer_or("top_k", c.experts > 0 ? 2 : 0);
+  if (r.has("shared_ffn")) {
+    c.shared_ffn = r.count("shared_ffn", kMaxFfnHidden);
+    if (c.experts == 0) r.fail("shared_ffn", "expected experts > 0: shared experts run beside routed ones");
+  }
   c.causal = r.boolean_or("causal", true);
   r.finish();
   check_transformer(c, r);

@@ -132,7 +132,7 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
   // (in the backward, with its gradient: twice the bytes).
   auto ring_attention = [&](const model::Op& op, bool op_backward) {
     const auto& t = *graph_.transformer;
-    const double kv_width = 2.0 * static_cast<double>(t.kv_heads * (t.hidden / t.heads)) / r_.s.tp;
+    const double kv_width = 2.0 * static_cast<double>(t.kv_heads * t.head_dim) / r_.s.tp;
     const Bytes kv = tokens_bytes(kv_width) * (op_backward ? 2.0 : 1.0);
     hw::OpWork block = work(op, op_backward);
     block.flops = block.flops / r_.s.cp;

@@ -63,6 +63,7 @@ nlohmann::json to_json(const Report& r) {
   if (r.info.seq_len > 0) {
     out["seq_len"] = r.info.seq_len;
     out["tokens_per_s"] = r.tokens_per_s;
+    if (!r.info.seq_len_source.empty()) out["seq_len_source"] = r.info.seq_len_source;
   }
   return out;
 }

@@ -20,6 +20,7 @@ struct RunInfo {
   int nodes = 1;
   int global_batch = 1;            ///< samples per step
   std::int64_t seq_len = 0;        ///< tokens per sample; 0 for non-sequence models
+  std::string seq_len_source;      ///< where a loader took seq_len from (Graph::seq_len_source)
   double parameters = 0;
   core::FlopsPerSecond peak_per_gpu;  ///< dense peak for the strategy's dtype
   core::Bytes memory_capacity;

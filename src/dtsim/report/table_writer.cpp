@@ -27,7 +27,9 @@ void write_table(std::ostream& out, const Report& r) {
   fmt::print(out, "  cluster    {} ({} node{} of {}): {} GPUs used\n", r.info.cluster, r.info.nodes, r.info.nodes == 1 ? "" : "s",
              r.info.device, r.gpus);
   fmt::print(out, "  strategy   {} (global batch {}, {} micro-batch(es) per rank{})\n", r.info.strategy, r.info.global_batch,
-             r.micro_batches, r.info.seq_len > 0 ? fmt::format(", seq_len {}", r.info.seq_len) : "");
+             r.micro_batches, r.info.seq_len > 0 ? fmt::format(", seq_len {}{}", r.info.seq_len,
+                                                r.info.seq_len_source.empty() ? "" : " from " + r.info.seq_len_source)
+                                : "");
   fmt::print(out, "\n");
   fmt::print(out, "  step time            {}\n", duration(r.step_time));
   fmt::print(out, "  throughput           {:.2f} samples/s", r.samples_per_s);
