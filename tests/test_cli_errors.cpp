@@ -45,7 +45,7 @@ TEST(CliErrors, MissingField) {
 
 TEST(CliErrors, DpNotDividingTheGpus) {
   expect_one_line("simulate --model llama2-7b --cluster dgx-h100 --strategy gpus=8,dp=3",
-                  "--strategy: /dp: expected a divisor of the 8 GPUs that leaves tp*cp*ep*pp = 1, got 3");
+                  "--strategy: /dp: expected a divisor of the 8 GPUs that leaves tp*cp*pp = 1, got 3");
 }
 
 TEST(CliErrors, BatchNotDivisible) {

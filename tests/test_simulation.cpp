@@ -289,3 +289,26 @@ TEST(Simulation, CommunicationBesideKernelsSlowsThemOnlyWhereItOverlaps) {
   driver::Simulation alone_off = run("one_device,gbs=4,contention=off", 1, false, "gpt3-1.3b", "dgx-h100");
   EXPECT_EQ(alone.timeline.makespan, alone_off.timeline.makespan);
 }
+
+TEST(Simulation, ExpertParallelismIsCarvedOutOfDataParallelismAsInMegatronCore) {
+  // tp 2, pp 2, dp 8 is 32 GPUs; ep 8 regroups the 8 data-parallel ranks of
+  // each expert layer, it does not multiply them.
+  driver::Simulation s = driver::simulate(
+      {"mixtral-8x7b", "superpod-h100", "tp=2,pp=2,dp=8,ep=8,gbs=64,zero=1,recompute=full", 4, std::nullopt,
+       std::nullopt, false, {}, {}});
+  EXPECT_EQ(s.tasks.world, 32);
+  EXPECT_EQ(s.report.gpus, 32);
+  EXPECT_EQ(s.report.micro_batches, 8);  // 64 samples over 8 data-parallel ranks, one a micro-batch
+  std::map<plan::GroupKind, std::size_t> size;
+  for (const plan::CommGroup& g : s.tasks.groups) size[g.kind] = g.ranks.size();
+  EXPECT_EQ(size[plan::GroupKind::kEp], 8u);
+  EXPECT_EQ(size[plan::GroupKind::kDp], 8u);  // dense weights: reduced over all 8 data-parallel ranks
+  EXPECT_EQ(size.count(plan::GroupKind::kExpertDp), 0u);  // each expert lives on one rank of the 8
+  try {
+    driver::simulate({"mixtral-8x7b", "superpod-h100", "tp=2,pp=2,dp=8,ep=8,gbs=64", 2, std::nullopt, std::nullopt,
+                      false, {}, {}});
+    FAIL() << "dp=8 with tp 2 and pp 2 needs 32 GPUs";
+  } catch (const core::InputError& e) {
+    EXPECT_STREQ(e.what(), "--strategy: /dp: needs 32 GPUs, the cluster has 16");
+  }
+}

@@ -248,9 +248,12 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
   const int available = s.one_node ? cluster.gpus_per_node() : cluster.gpu_count();
   // Each degree is at most kMaxGpus (2^20), so products are taken in 64 bits
   // and checked against the cluster before anything narrows them again.
-  const std::int64_t model_parallel = std::int64_t{s.tp} * s.cp * s.ep * s.pp;
+  // Expert parallelism is carved out of data parallelism, as Megatron-Core
+  // does: world = tp*cp*pp*dp, and ep divides dp (the expert layers' ranks
+  // are tp*cp*pp*ep*expert-dp, the same GPUs grouped differently).
+  const std::int64_t model_parallel = std::int64_t{s.tp} * s.cp * s.pp;
   if (model_parallel > available) {
-    fail("tp", fmt::format("tp*cp*ep*pp = {} needs more GPUs than the cluster's {}", model_parallel, available));
+    fail("tp", fmt::format("tp*cp*pp = {} needs more GPUs than the cluster's {}", model_parallel, available));
   }
 
   if (graph.transformer) {
@@ -281,24 +284,27 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
   }
   if (s.dp == 0) {
     if (gpus % model_parallel != 0) {
-      fail("tp", fmt::format("expected tp*cp*ep*pp to divide the {} GPUs, got {}", gpus, model_parallel));
+      fail("tp", fmt::format("expected tp*cp*pp to divide the {} GPUs, got {}", gpus, model_parallel));
     }
     s.dp = static_cast<int>(gpus / model_parallel);
   } else if (s.dp * model_parallel != gpus) {
-    fail("dp", fmt::format("expected a divisor of the {} GPUs that leaves tp*cp*ep*pp = {}, got {}", gpus, model_parallel, s.dp));
+    fail("dp", fmt::format("expected a divisor of the {} GPUs that leaves tp*cp*pp = {}, got {}", gpus, model_parallel, s.dp));
+  }
+  if (s.dp % s.ep != 0) {
+    fail("ep", fmt::format("expected a divisor of the {} data-parallel ranks (expert parallelism is carved out of "
+                           "data parallelism, as in Megatron-Core), got {}",
+                           s.dp, s.ep));
   }
   s.gpus = static_cast<int>(gpus);  // at most `available`
   r.world = s.gpus;
 
-  // Expert-parallel ranks hold different experts but see different data, as dp ranks do.
-  const std::int64_t per_step = std::int64_t{s.dp} * s.ep * s.mbs;
-  if (per_step > kMaxBatch) {
-    fail("mbs", fmt::format("{} = {} samples per step is more than {}", s.ep > 1 ? "dp*ep*mbs" : "dp*mbs", per_step, kMaxBatch));
-  }
+  const std::int64_t per_step = std::int64_t{s.dp} * s.mbs;
+  if (per_step > kMaxBatch) fail("mbs", fmt::format("dp*mbs = {} samples per step is more than {}", per_step, kMaxBatch));
   if (s.gbs == 0) s.gbs = static_cast<int>(per_step);
-  if (s.gbs % per_step != 0) {
-    fail("gbs", fmt::format("expected a multiple of {} = {}, got {}", s.ep > 1 ? "dp*ep*mbs" : "dp*mbs", per_step, s.gbs));
-  }
+  if (s.gbs % per_step != 0) fail("gbs", fmt::format("expected a multiple of dp*mbs = {}, got {}", per_step, s.gbs));
+  // From here on, s.dp counts the replicas of the expert layers: the planner's
+  // rank layout is tp x cp x ep x dp x pp.
+  s.dp /= s.ep;
   r.micro_batches = static_cast<int>(s.gbs / per_step);
   if (s.sp && s.tp == 1) fail("sp", "sequence parallelism splits along tensor-parallel ranks; it needs tp > 1");
   if (s.schedule == Schedule::kInterleaved) {

@@ -36,7 +36,10 @@ inline constexpr int kMaxBatch = 1 << 30;
 inline constexpr int kMaxPsSteps = 100000;
 
 struct Strategy {
-  int dp = 0;    ///< 0: what the GPUs left over by tp and pp allow
+  /// Data-parallel ranks: 0 for what the GPUs left over by tp, cp and pp
+  /// allow. As in Megatron-Core, ep is carved out of them (ep divides dp);
+  /// after resolve_strategy, dp counts the expert layers' replicas, dp / ep.
+  int dp = 0;
   int tp = 1;
   int pp = 1;
   int cp = 1;    ///< context parallelism: the sequence split over cp ranks (ring attention)

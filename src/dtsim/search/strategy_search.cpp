@@ -70,21 +70,23 @@ std::vector<std::string> enumerate(const model::Graph& graph, const topo::Cluste
     for (int pp : values(o, "pp", divisors_up_to(t.layers, gpus / tp))) {
       for (int cp : values(o, "cp", graph.seq_len >= 8192 ? std::vector<int>{1, 2, 4} : std::vector<int>{1})) {
         for (int ep : values(o, "ep", t.experts > 0 ? powers_of_two_up_to(static_cast<int>(t.experts)) : std::vector<int>{1})) {
-          const int model_parallel = tp * pp * cp * ep;
+          // ep is carved out of the data-parallel ranks (Megatron-Core).
+          const int model_parallel = tp * pp * cp;
           if (gpus % model_parallel != 0) continue;
           const int dp = gpus / model_parallel;
+          if (dp % ep != 0) continue;
           if (o.fixed.count("dp") && o.fixed.at("dp") != dp) continue;
           for (int mbs : values(o, "mbs", {1, 2, 4, 8})) {
-            if (o.global_batch % (dp * ep * mbs) != 0) continue;
-            const int m = o.global_batch / (dp * ep * mbs);
+            if (o.global_batch % (dp * mbs) != 0) continue;
+            const int m = o.global_batch / (dp * mbs);
             for (int vpp : values(o, "vpp", pp > 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1})) {
               if (t.layers % (pp * vpp) != 0 || (vpp > 1 && m % pp != 0)) continue;
               // GPipe only differs from 1F1B without interleaving (it holds every micro-batch).
               std::vector<std::string> schedules{vpp > 1 ? "interleaved" : "1f1b"};
               if (pp > 1 && vpp == 1) schedules.push_back("gpipe");
               for (const std::string& schedule : schedules) {
-                for (int zero : values(o, "zero", dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
-                  if (zero > 0 && dp * cp * ep == 1) continue;  // nothing to shard over, even when zero is fixed
+                for (int zero : values(o, "zero", dp / ep * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
+                  if (zero > 0 && dp * cp == 1) continue;  // nothing to shard over, even when zero is fixed
                   for (const std::string& recompute : recomputes) {
                     out.push_back(fmt::format("dp={},tp={},pp={},cp={},ep={},mbs={},gbs={},schedule={},vpp={},zero={},"
                                               "recompute={}{}",
