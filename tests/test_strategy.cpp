@@ -1,9 +1,13 @@
+#include <numeric>
+
 #include <gtest/gtest.h>
 
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/hw/device.hpp"
 #include "dtsim/model/workload_loader.hpp"
+#include "dtsim/plan/lower.hpp"
 #include "dtsim/plan/strategy.hpp"
+#include "dtsim/model/transformer.hpp"
 #include "dtsim/topo/cluster_loader.hpp"
 
 using namespace dtsim;
@@ -45,7 +49,7 @@ TEST(Strategy, PresetsExpandAndLaterKeysOverride) {
 
 TEST(Strategy, BadInputIsOneLineNamingTheKey) {
   EXPECT_EQ(error_of("dp=2,pipeline=4"),
-            "--strategy: /pipeline: unknown key; valid keys: dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, tp_overlap, param_overlap, contention");
+            "--strategy: /pipeline: unknown key; valid keys: dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, tp_overlap, param_overlap, contention, first_stage_layers, last_stage_layers, pipeline_split");
   EXPECT_EQ(error_of("dp=two"), "--strategy: /dp: expected an integer from 1 to 1048576, got \"two\"");
   // Integers that wrapped before: dp*mbs was taken in 32 bits (SIGFPE at mbs=2^29), mbs=1e9 a negative batch.
   EXPECT_EQ(error_of("mbs=536870912,gbs=8"), "--strategy: /mbs: dp*mbs = 4294967296 samples per step is more than 1073741824");
@@ -56,7 +60,7 @@ TEST(Strategy, BadInputIsOneLineNamingTheKey) {
   EXPECT_EQ(error_of("gpus=8,dp=3"), "--strategy: /dp: expected a divisor of the 8 GPUs that leaves tp*cp*pp = 1, got 3");
   EXPECT_EQ(error_of("dp=8,gbs=20"), "--strategy: /gbs: expected a multiple of dp*mbs = 8, got 20");
   EXPECT_EQ(error_of("tp=3,dp=1"), "--strategy: /tp: expected a divisor of the model's 32 attention heads, got 3");
-  EXPECT_EQ(error_of("pp=3,dp=1"), "--strategy: /pp: expected a divisor of the model's 32 layers, got 3");
+  EXPECT_EQ(error_of("pp=3,dp=1"), "(no error)");  // 32 blocks on 3 stages: 11, 10, 11, as Megatron-Core allows
   EXPECT_EQ(error_of("dp=16"), "--strategy: /dp: needs 16 GPUs, the cluster has 8");
   EXPECT_EQ(error_of("oops"), "--strategy: unknown preset \"oops\"; presets: one_device, mirrored, multi_worker_mirrored, "
                               "ddp, horovod, zero1, zero2, zero3, fsdp, parameter_server, megatron, tpu, central_storage");
@@ -91,4 +95,56 @@ TEST(Strategy, ADtypeTheDeviceCannotRunIsRejected) {
   } catch (const core::InputError& e) {
     EXPECT_STREQ(e.what(), "--strategy: /dtype: the TPU-v4 has no fp16 units; it supports bf16");
   }
+}
+
+namespace {
+// Blocks per virtual stage of a strategy on a model of `layers` blocks.
+std::vector<std::size_t> blocks_per_stage(const std::string& text, int layers) {
+  plan::Strategy s = plan::parse_strategy(text);
+  model::TransformerConfig c;
+  c.name = "blocks";
+  c.layers = layers;
+  c.hidden = 64;
+  c.heads = 4;
+  c.kv_heads = 4;
+  c.ffn_hidden = 256;
+  c.vocab = 100;
+  c.seq_len = 16;
+  const model::Graph g = model::build_transformer(c);
+  std::vector<std::size_t> out;
+  for (const auto& stage : plan::stage_layers(g, s)) {
+    std::size_t n = 0;
+    for (int layer : stage) n += g.layers[static_cast<std::size_t>(layer)].role == model::LayerRole::kBlock ? 1 : 0;
+    out.push_back(n);
+  }
+  return out;
+}
+}  // namespace
+
+TEST(Strategy, PipelineStagesNeedNotDivideTheBlocks) {
+  // Llama-3.1-405B: 126 blocks on 16 stages, the embedding and the head
+  // counted as a block each: 7, then 8 on each of 14, then 7 (Llama 3's layout).
+  std::vector<std::size_t> llama(16, 8);
+  llama.front() = llama.back() = 7;
+  EXPECT_EQ(blocks_per_stage("pp=16,pipeline_split=balanced", 126), llama);
+  // BLOOM's 70 blocks on 12 stages: as even as they go.
+  const auto bloom = blocks_per_stage("pp=12", 70);
+  EXPECT_EQ(std::accumulate(bloom.begin(), bloom.end(), std::size_t{0}), 70u);
+  EXPECT_EQ(*std::max_element(bloom.begin(), bloom.end()) - *std::min_element(bloom.begin(), bloom.end()), 1u);
+  // Megatron-Core's --decoder-first/last-pipeline-num-layers: thin ends, even middle.
+  EXPECT_EQ(blocks_per_stage("pp=4,first_stage_layers=2,last_stage_layers=4", 30),
+            (std::vector<std::size_t>{2, 12, 12, 4}));
+  // Interleaved: virtual stages, unevenly.
+  EXPECT_EQ(blocks_per_stage("pp=2,vpp=2", 10), (std::vector<std::size_t>{2, 3, 2, 3}));
+}
+
+TEST(Strategy, StageLayersThatCannotFitAreOneLine) {
+  EXPECT_EQ(error_of("pp=4,first_stage_layers=20,last_stage_layers=20"),
+            "--strategy: /first_stage_layers: first and last stages hold 40 of the model's 32 blocks; the stages between "
+            "hold the rest, at least one each");
+  EXPECT_EQ(error_of("first_stage_layers=2"),
+            "--strategy: /first_stage_layers: needs more than one pipeline stage (pp or vpp > 1)");
+  EXPECT_EQ(error_of("pp=8,vpp=8"),
+            "--strategy: /vpp: expected at most 32 blocks' worth of stages: 64 stages (pp*vpp = 8*8) for 32 blocks");
+  EXPECT_EQ(error_of("pp=2,pipeline_split=uneven"), "--strategy: /pipeline_split: expected even or balanced, got \"uneven\"");
 }

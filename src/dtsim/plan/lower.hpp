@@ -24,8 +24,11 @@ struct LowerOptions {
 TaskGraph lower(const model::Graph& graph, const ResolvedStrategy& strategy, const topo::Cluster& cluster,
                 const LowerOptions& options = {});
 
-/// Layers per stage: blocks split evenly, embedding on the first stage and
-/// the head on the last. Returns, for each stage, its layer indices.
-std::vector<std::vector<int>> stage_layers(const model::Graph& graph, int stages);
+/// Layers per virtual stage (pp*vpp of them): the embedding on the first,
+/// the head on the last, blocks spread as evenly as they go over the stages
+/// whose count the strategy does not fix (first_stage_layers,
+/// last_stage_layers), counting the embedding and the head as a block each
+/// under balanced_split. Returns, for each stage, its layer indices.
+std::vector<std::vector<int>> stage_layers(const model::Graph& graph, const Strategy& strategy);
 
 }  // namespace dtsim::plan

@@ -10,6 +10,7 @@
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/quantity_parse.hpp"
 #include "dtsim/hw/kernel_model.hpp"
+#include "dtsim/model/transformer.hpp"
 
 namespace dtsim::plan {
 namespace {
@@ -73,11 +74,34 @@ void resolve_attention_kernel(Strategy& s, const hw::Device& device) {
                                 s.attention_kernel, f.file, f.attention_names()));
 }
 
+// Blocks need not divide evenly over the (virtual) stages, as in
+// Megatron-Core; every stage the split fills gets at least one.
+void check_stage_layers(const Strategy& s, std::int64_t blocks) {
+  const std::int64_t stages = std::int64_t{s.pp} * s.vpp;
+  const bool first = s.first_stage_layers >= 0, last = s.last_stage_layers >= 0;
+  if ((first || last) && stages == 1) {
+    fail(first ? "first_stage_layers" : "last_stage_layers", "needs more than one pipeline stage (pp or vpp > 1)");
+  }
+  const std::int64_t fixed = (first ? s.first_stage_layers : 0) + (last ? s.last_stage_layers : 0);
+  const std::int64_t free_stages = stages - (first ? 1 : 0) - (last ? 1 : 0);
+  if (fixed > blocks || (free_stages == 0 && fixed != blocks)) {
+    fail(first ? "first_stage_layers" : "last_stage_layers",
+         fmt::format("first and last stages hold {} of the model's {} blocks; the stages between hold the rest, at least "
+                     "one each",
+                     fixed, blocks));
+  }
+  if (blocks - fixed < free_stages) {
+    fail(first || last ? (first ? "first_stage_layers" : "last_stage_layers") : (s.vpp > 1 ? "vpp" : "pp"),
+         fmt::format("expected at most {} blocks' worth of stages: {} stages (pp*vpp = {}*{}) for {} blocks{}",
+                     blocks, stages, s.pp, s.vpp, blocks - fixed, fixed > 0 ? " left by the first and last" : ""));
+  }
+}
+
 }  // namespace
 
 std::string_view strategy_keys() {
   return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, "
-         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, tp_overlap, param_overlap, contention";
+         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, tp_overlap, param_overlap, contention, first_stage_layers, last_stage_layers, pipeline_split";
 }
 
 const std::vector<Preset>& presets() {
@@ -167,6 +191,14 @@ Strategy parse_strategy(std::string_view text) {
       s.sp = on_off(key, value);
     } else if (key == "vpp") {
       s.vpp = positive(key, value, 1, kMaxGpus);
+    } else if (key == "first_stage_layers") {
+      s.first_stage_layers = positive(key, value, 0, static_cast<int>(model::kMaxLayers));
+    } else if (key == "last_stage_layers") {
+      s.last_stage_layers = positive(key, value, 0, static_cast<int>(model::kMaxLayers));
+    } else if (key == "pipeline_split") {
+      if (value == "even") s.balanced_split = false;
+      else if (value == "balanced") s.balanced_split = true;
+      else fail(key, fmt::format("expected even or balanced, got \"{}\"", value));
     } else if (key == "schedule") {
       if (value == "gpipe") s.schedule = Schedule::kGpipe;
       else if (value == "1f1b") s.schedule = Schedule::kOneFOneB;
@@ -259,16 +291,13 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
   if (graph.transformer) {
     const auto& t = *graph.transformer;
     if (t.heads % s.tp != 0) fail("tp", fmt::format("expected a divisor of the model's {} attention heads, got {}", t.heads, s.tp));
-    if (t.layers % s.pp != 0) fail("pp", fmt::format("expected a divisor of the model's {} layers, got {}", t.layers, s.pp));
+    check_stage_layers(s, t.layers);
     if (graph.seq_len % s.cp != 0) {
       fail("cp", fmt::format("expected a divisor of the sequence length {}, got {}", graph.seq_len, s.cp));
     }
     if (s.ep > 1 && t.experts == 0) fail("ep", fmt::format("expert parallelism needs an MoE model; {} is dense", graph.name));
     if (s.ep > 1 && t.experts % s.ep != 0) {
       fail("ep", fmt::format("expected a divisor of the model's {} experts, got {}", t.experts, s.ep));
-    }
-    if (t.layers % (std::int64_t{s.pp} * s.vpp) != 0) {
-      fail("vpp", fmt::format("expected pp*vpp to divide the model's {} layers, got {}*{}", t.layers, s.pp, s.vpp));
     }
   } else if (s.tp > 1 || s.cp > 1 || s.ep > 1) {
     const char* key = s.tp > 1 ? "tp" : s.cp > 1 ? "cp" : "ep";

@@ -56,6 +56,15 @@ struct Strategy {
   bool sp = false;      ///< Megatron sequence parallelism (needs tp > 1)
   Schedule schedule = Schedule::kOneFOneB;
   int vpp = 1;          ///< model chunks per pipeline stage (interleaved 1F1B)
+  /// Transformer blocks on the first and the last (virtual) pipeline stage
+  /// (Megatron-Core --decoder-first/last-pipeline-num-layers); -1: spread.
+  int first_stage_layers = -1;
+  int last_stage_layers = -1;
+  /// Count the embedding and the head as one block each when spreading
+  /// blocks over stages (Megatron-Core --account-for-embedding-in-pipeline-split
+  /// and --account-for-loss-in-pipeline-split): Llama-3.1-405B's 126 blocks
+  /// on 16 stages become 7, 8 x 14, 7.
+  bool balanced_split = false;
   Recompute recompute = Recompute::kNone;
   core::Bytes bucket = core::Bytes(25.0 * 1048576.0);  ///< gradient bucket (PyTorch DDP's 25 MiB)
   /// Fused attention (FlashAttention) keeps no s x s scores and recomputes

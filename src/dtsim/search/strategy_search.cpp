@@ -42,7 +42,7 @@ std::vector<int> divisors_up_to(std::int64_t of, int limit) {
 // Weights, gradients and optimizer state of the heaviest stage: when they
 // alone exceed the device, no schedule or recomputation can save the config.
 bool static_memory_fits(const model::Graph& g, const topo::Cluster& c, const plan::ResolvedStrategy& r) {
-  const auto stages = plan::stage_layers(g, r.s.pp * r.s.vpp);
+  const auto stages = plan::stage_layers(g, r.s);
   double heaviest = 0;
   for (int p = 0; p < r.s.pp; ++p) {
     double params = 0;
