@@ -182,3 +182,11 @@ TEST(CliKernel, TheAnchorShapeGivesThePublishedRate) {
   EXPECT_EQ(nlohmann::json::parse(r.out).at("kernel"), "flash2");  // PyTorch's kernel on Ampere
 }
 }  // namespace
+
+TEST(CliErrors, LaunchConfigsAreOneAtATimeAndTheStrategyOnlyOverridesKeys) {
+  expect_one_line("simulate -m llama2-7b -c dgx-h100 --megatron-args \"--tensor-model-parallel-size 2\" --deepspeed-config x.json",
+                  "--deepspeed-config: expected one launch config, got --megatron-args as well");
+  expect_one_line("simulate -m llama2-7b -c dgx-h100 --megatron-args \"--tensor-model-parallel-size 2\" -s fsdp",
+                  "--strategy: a launch config sets the strategy; --strategy may only override keys, not name a preset");
+  expect_one_line("simulate -m llama2-7b -c dgx-h100", "--strategy: expected a strategy (or --megatron-args, --deepspeed-config)");
+}

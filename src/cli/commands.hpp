@@ -12,7 +12,9 @@ namespace dtsim::cli {
 struct SimulateOptions {
   std::string model = "llama2-7b";
   std::string cluster = "dgx-h100";
-  std::string strategy = "fsdp";
+  std::string strategy;
+  std::optional<std::string> megatron_args;     ///< the arguments, or @file
+  std::optional<std::string> deepspeed_config;  ///< a ds_config.json path
   std::optional<int> nodes;
   std::optional<std::int64_t> seq_len;
   std::optional<std::string> profile;

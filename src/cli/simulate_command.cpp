@@ -10,6 +10,8 @@
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/driver/explain.hpp"
 #include "dtsim/driver/simulation.hpp"
+#include "dtsim/core/json_reader.hpp"
+#include "dtsim/plan/launch_config.hpp"
 #include "dtsim/report/html_writer.hpp"
 #include "dtsim/report/writers.hpp"
 
@@ -21,8 +23,11 @@ void add_simulate(CLI::App& app, SimulateOptions& o) {
   cmd->add_option("--model,-m", o.model, "workload: a bundled name (dtsim list) or a path; HF config.json works too")
       ->required();
   cmd->add_option("--cluster,-c", o.cluster, "cluster: a bundled name or a path")->required();
-  cmd->add_option("--strategy,-s", o.strategy, "preset and/or key=value,... (dp, tp, pp, gpus, mbs, gbs, dtype, overlap, zero, bucket)")
-      ->required();
+  cmd->add_option("--strategy,-s", o.strategy,
+                  "preset and/or key=value,... (dtsim list shows the keys); with a launch config, keys that override it");
+  cmd->add_option("--megatron-args", o.megatron_args,
+                  "the strategy from Megatron-LM's arguments (\"--tensor-model-parallel-size 8 ...\", or @file)");
+  cmd->add_option("--deepspeed-config", o.deepspeed_config, "the strategy from a DeepSpeed config (ds_config.json)");
   cmd->add_option("--nodes", o.nodes, "override the cluster file's node count");
   cmd->add_option("--seq-len", o.seq_len, "override the model's sequence length");
   cmd->add_option("--profile", o.profile, "calibration profile (dtsim.profile/1)");
@@ -39,11 +44,58 @@ void add_simulate(CLI::App& app, SimulateOptions& o) {
   cmd->add_flag("--explain", o.explain, "add the critical path, what-if sensitivities and a verdict (5 more simulations)");
 }
 
+namespace {
+
+// The strategy of a launch config, with --strategy's keys over it; what was
+// mapped and what was not goes to stderr, so that nothing is dropped unseen.
+std::string launch_strategy(const SimulateOptions& o, std::optional<std::int64_t>& seq_len) {
+  if (o.megatron_args && o.deepspeed_config) {
+    throw core::InputError("--deepspeed-config", "", "expected one launch config, got --megatron-args as well");
+  }
+  if (!o.megatron_args && !o.deepspeed_config) {
+    if (o.strategy.empty()) throw core::InputError("--strategy", "", "expected a strategy (or --megatron-args, --deepspeed-config)");
+    return o.strategy;
+  }
+  if (!o.strategy.empty() && o.strategy.substr(0, o.strategy.find(',')).find('=') == std::string::npos) {
+    throw core::InputError("--strategy", "", "a launch config sets the strategy; --strategy may only override keys, not name a preset");
+  }
+  plan::LaunchStrategy launch;
+  std::string option;
+  if (o.megatron_args) {
+    option = "--megatron-args";
+    std::string text = *o.megatron_args, source = option;
+    if (!text.empty() && text.front() == '@') {
+      source = text.substr(1);
+      std::ifstream in(source);
+      if (!in) throw core::InputError(source, "", "cannot read the Megatron-LM arguments");
+      text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    launch = plan::from_megatron_args(text, source);
+  } else {
+    option = "--deepspeed-config";
+    launch = plan::from_deepspeed_config(core::load_json_file(*o.deepspeed_config), *o.deepspeed_config);
+  }
+  if (launch.seq_len && !seq_len) seq_len = launch.seq_len;
+  auto join = [](const std::vector<std::string>& items) {
+    std::string s;
+    for (const std::string& i : items) s += (s.empty() ? "" : ", ") + i;
+    return s;
+  };
+  fmt::print(stderr, "dtsim: {} maps to {}\n", option, launch.strategy);
+  if (!launch.not_modelled.empty()) fmt::print(stderr, "dtsim: {}: not modelled: {}\n", option, join(launch.not_modelled));
+  if (!launch.ignored.empty()) fmt::print(stderr, "dtsim: {}: no effect on a step: {}\n", option, join(launch.ignored));
+  return plan::merge_strategies(launch.strategy, o.strategy);
+}
+
+}  // namespace
+
 int run_simulate(const SimulateOptions& o, std::ostream& out) {
   if (o.network != "analytic" && o.network != "flow") {
     throw core::InputError("--network", "", fmt::format("expected analytic or flow, got \"{}\"", o.network));
   }
-  driver::SimulationRequest request{o.model, o.cluster, o.strategy, o.nodes, o.seq_len, o.profile, o.full, o.worker_speed, {}};
+  std::optional<std::int64_t> seq_len = o.seq_len;
+  const std::string strategy = launch_strategy(o, seq_len);
+  driver::SimulationRequest request{o.model, o.cluster, strategy, o.nodes, seq_len, o.profile, o.full, o.worker_speed, {}};
   request.network = o.network == "flow" ? sim::NetworkMode::kFlow : sim::NetworkMode::kAnalytic;
   driver::Simulation sim = driver::simulate(request);
   if (o.trace) {

@@ -101,7 +101,7 @@ void check_stage_layers(const Strategy& s, std::int64_t blocks) {
 
 std::string_view strategy_keys() {
   return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, "
-         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, tp_overlap, param_overlap, contention, first_stage_layers, last_stage_layers, pipeline_split";
+         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, tp_overlap, param_overlap, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation";
 }
 
 const std::vector<Preset>& presets() {
@@ -179,6 +179,7 @@ Strategy parse_strategy(std::string_view text) {
     else if (key == "gpus") s.gpus = degree(key, value);
     else if (key == "mbs") s.mbs = positive(key, value, 1, kMaxBatch);
     else if (key == "gbs") s.gbs = positive(key, value, 1, kMaxBatch);
+    else if (key == "accumulation") s.accumulation = positive(key, value, 1, kMaxBatch);
     else if (key == "zero") s.zero = positive(key, value, 0, 3);
     else if (key == "overlap") s.overlap = on_off(key, value);
     else if (key == "p2p_overlap") s.p2p_overlap = on_off(key, value);
@@ -329,6 +330,14 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
 
   const std::int64_t per_step = std::int64_t{s.dp} * s.mbs;
   if (per_step > kMaxBatch) fail("mbs", fmt::format("dp*mbs = {} samples per step is more than {}", per_step, kMaxBatch));
+  if (s.accumulation > 0) {
+    const std::int64_t implied = per_step * s.accumulation;
+    if (implied > kMaxBatch) fail("accumulation", fmt::format("dp*mbs*accumulation = {} is more than {}", implied, kMaxBatch));
+    if (s.gbs != 0 && s.gbs != implied) {
+      fail("gbs", fmt::format("expected dp*mbs*accumulation = {}*{}*{} = {}, got {}", s.dp, s.mbs, s.accumulation, implied, s.gbs));
+    }
+    s.gbs = static_cast<int>(implied);
+  }
   if (s.gbs == 0) s.gbs = static_cast<int>(per_step);
   if (s.gbs % per_step != 0) fail("gbs", fmt::format("expected a multiple of dp*mbs = {}, got {}", per_step, s.gbs));
   // From here on, s.dp counts the replicas of the expert layers: the planner's

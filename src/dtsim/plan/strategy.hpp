@@ -46,7 +46,8 @@ struct Strategy {
   int ep = 1;    ///< expert parallelism: MoE experts sharded over ep ranks
   int gpus = 0;  ///< GPUs to use; 0: all of the cluster's when dp is 0, else dp*tp*pp
   int mbs = 1;   ///< micro-batch size, samples
-  int gbs = 0;   ///< global batch, samples; 0: dp*mbs (one micro-batch per step)
+  int gbs = 0;   ///< global batch, samples; 0: dp*mbs*accumulation
+  int accumulation = 0;  ///< micro-batches per step (DeepSpeed's gradient_accumulation_steps); 0: from gbs
   hw::Dtype dtype = hw::Dtype::kBf16;
   bool overlap = true;  ///< overlap gradient communication with the backward pass
   /// Pipeline sends overlap the sender's next compute (off: the sender waits

@@ -1,0 +1,281 @@
+#include "dtsim/plan/launch_config.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "dtsim/core/input_error.hpp"
+#include "dtsim/core/json_reader.hpp"
+
+namespace dtsim::plan {
+namespace {
+
+// Megatron-LM arguments whose value is a degree or a count, and the
+// strategy key each one sets.
+const std::map<std::string, std::string, std::less<>>& megatron_counts() {
+  static const std::map<std::string, std::string, std::less<>> table = {
+      {"--tensor-model-parallel-size", "tp"},
+      {"--pipeline-model-parallel-size", "pp"},
+      {"--context-parallel-size", "cp"},
+      {"--expert-model-parallel-size", "ep"},
+      {"--virtual-pipeline-model-parallel-size", "vpp"},
+      {"--micro-batch-size", "mbs"},
+      {"--global-batch-size", "gbs"},
+      {"--decoder-first-pipeline-num-layers", "first_stage_layers"},
+      {"--decoder-last-pipeline-num-layers", "last_stage_layers"},
+  };
+  return table;
+}
+
+// Flags (no value) and what each sets.
+const std::map<std::string, std::string, std::less<>>& megatron_flags() {
+  static const std::map<std::string, std::string, std::less<>> table = {
+      {"--sequence-parallel", "sp=on"},
+      {"--use-distributed-optimizer", "zero=1"},
+      {"--overlap-grad-reduce", "overlap=on"},
+      {"--overlap-param-gather", "param_overlap=on"},
+      {"--tp-comm-overlap", "tp_overlap=on"},
+      {"--bf16", "dtype=bf16"},
+      {"--fp16", "dtype=fp16"},
+      {"--recompute-activations", "recompute=selective"},
+      {"--use-flash-attn", "attention=flash"},
+      {"--account-for-embedding-in-pipeline-split", "pipeline_split=balanced"},
+      {"--account-for-loss-in-pipeline-split", "pipeline_split=balanced"},
+  };
+  return table;
+}
+
+// Arguments that change a step in ways dtsim does not model.
+const std::set<std::string, std::less<>>& megatron_not_modelled() {
+  static const std::set<std::string, std::less<>> keys = {
+      "--recompute-method", "--recompute-num-layers", "--num-layers-per-virtual-pipeline-stage",
+      "--expert-tensor-parallel-size", "--moe-expert-capacity-factor", "--cpu-offloading",
+      "--optimizer-cpu-offload", "--fp8-recipe", "--num-distributed-optimizer-instances"};
+  return keys;
+}
+
+// The model's shape: it comes from --model, not from the launch arguments.
+const std::set<std::string, std::less<>>& megatron_model_keys() {
+  static const std::set<std::string, std::less<>> keys = {
+      "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--num-query-groups",
+      "--group-query-attention", "--max-position-embeddings", "--position-embedding-type", "--swiglu",
+      "--normalization", "--untie-embeddings-and-output-weights", "--num-experts", "--moe-router-topk",
+      "--vocab-size", "--padded-vocab-size", "--kv-channels", "--make-vocab-size-divisible-by"};
+  return keys;
+}
+
+int positive_int(std::string_view text, const std::string& file, const std::string& pointer, int min = 1) {
+  int value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < min) {
+    throw core::InputError(file, pointer,
+                           fmt::format("expected an integer of at least {}, got \"{}\"", min, std::string(text)));
+  }
+  return value;
+}
+
+std::vector<std::string> split_args(std::string_view args) {
+  std::vector<std::string> out;
+  std::string token;
+  auto flush = [&] {
+    if (!token.empty() && token != "\\") out.push_back(token);
+    token.clear();
+  };
+  for (char c : args) {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      flush();
+    } else if (c != '"' && c != '\'') {
+      token += c;
+    }
+  }
+  flush();
+  return out;
+}
+
+void add(LaunchStrategy& out, const std::string& key_value) {
+  out.strategy += (out.strategy.empty() ? "" : ",") + key_value;
+}
+
+}  // namespace
+
+LaunchStrategy from_megatron_args(std::string_view args, const std::string& source) {
+  LaunchStrategy out;
+  add(out, "framework=megatron");
+  out.mapped.push_back("(Megatron-LM) -> framework=megatron");
+  const std::vector<std::string> tokens = split_args(args);
+  bool seen_argument = false, overlap = false, fp8 = false;
+  std::map<std::string, std::string> values;  // the last of each, as argparse keeps it
+  std::vector<std::string> order;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const std::string& t = tokens[i];
+    if (t.rfind("--", 0) != 0) continue;  // torchrun, the script, or a value taken below
+    seen_argument = true;
+    std::string key = t, value;
+    bool has_value = false;
+    if (auto eq = t.find('='); eq != std::string::npos) {
+      key = t.substr(0, eq);
+      value = t.substr(eq + 1);
+      has_value = true;
+    } else if (i + 1 < tokens.size() && tokens[i + 1].rfind("--", 0) != 0) {
+      value = tokens[++i];
+      has_value = true;
+    }
+    if (!values.count(key)) order.push_back(key);
+    values[key] = has_value ? value : "";
+  }
+  if (!seen_argument) throw core::InputError(source, "", "expected Megatron-LM arguments (--tensor-model-parallel-size ...), found none");
+  for (const std::string& key : order) {
+    const std::string& value = values[key];
+    if (auto it = megatron_counts().find(key); it != megatron_counts().end()) {
+      const int n = positive_int(value, source, "/" + key.substr(2),
+                                 it->second == "first_stage_layers" || it->second == "last_stage_layers" ? 0 : 1);
+      add(out, fmt::format("{}={}", it->second, n));
+      out.mapped.push_back(fmt::format("{} {} -> {}={}", key, value, it->second, n));
+    } else if (auto flag = megatron_flags().find(key); flag != megatron_flags().end()) {
+      if (flag->second == "overlap=on") overlap = true;
+      if (key == "--account-for-loss-in-pipeline-split" && values.count("--account-for-embedding-in-pipeline-split")) {
+        out.mapped.push_back(fmt::format("{} -> (with the embedding's) pipeline_split=balanced", key));
+        continue;
+      }
+      add(out, flag->second);
+      out.mapped.push_back(fmt::format("{} -> {}", key, flag->second));
+    } else if (key == "--recompute-granularity") {
+      if (value != "full" && value != "selective") {
+        throw core::InputError(source, "/recompute-granularity", fmt::format("expected full or selective, got \"{}\"", value));
+      }
+      add(out, "recompute=" + value);
+      out.mapped.push_back(fmt::format("{} {} -> recompute={}", key, value, value));
+    } else if (key == "--fp8-format") {
+      fp8 = true;
+      add(out, "dtype=fp8");
+      out.mapped.push_back(fmt::format("{} {} -> dtype=fp8", key, value));
+    } else if (key == "--seq-length") {
+      out.seq_len = positive_int(value, source, "/seq-length");
+      out.mapped.push_back(fmt::format("{} {} -> --seq-len {}", key, value, *out.seq_len));
+    } else if (megatron_not_modelled().count(key)) {
+      out.not_modelled.push_back(key);
+    } else if (megatron_model_keys().count(key)) {
+      out.ignored.push_back(key + " (the model comes from --model)");
+    } else {
+      out.ignored.push_back(key);
+    }
+  }
+  // Megatron overlaps nothing unless asked; gradients are reduced after the backward.
+  if (!overlap) {
+    add(out, "overlap=off");
+    out.mapped.push_back("(no --overlap-grad-reduce) -> overlap=off");
+  }
+  if (fp8 && (values.count("--bf16") || values.count("--fp16"))) {
+    // --fp8-format runs the GEMMs in FP8 over a bf16/fp16 model: the later dtype key would clash.
+    std::string s;
+    for (std::string_view rest = out.strategy; !rest.empty();) {
+      const auto comma = rest.find(',');
+      std::string_view item = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      if (item == "dtype=bf16" || item == "dtype=fp16") continue;
+      s += (s.empty() ? "" : ",") + std::string(item);
+    }
+    out.strategy = s;
+  }
+  out.strategy = merge_strategies(out.strategy, "");  // argparse keeps the last of a repeated setting
+  return out;
+}
+
+LaunchStrategy from_deepspeed_config(const nlohmann::json& config, const std::string& file) {
+  if (!config.is_object()) throw core::InputError(file, "", "expected a DeepSpeed config object");
+  LaunchStrategy out;
+  add(out, "framework=pytorch");
+  auto count = [&](const nlohmann::json& v, const std::string& pointer, int min = 1) {
+    if (v.is_string() && v.get<std::string>() == "auto") {
+      throw core::InputError(file, pointer, "is \"auto\" (set by the HF Trainer at launch): give the number it becomes");
+    }
+    if (!core::integer_in(v, min, 1 << 30)) {
+      throw core::InputError(file, pointer, fmt::format("expected an integer of at least {}, got {}", min, v.dump()));
+    }
+    return v.get<int>();
+  };
+  bool has_gbs = false;
+  for (const auto& [key, value] : config.items()) {
+    const std::string pointer = "/" + key;
+    if (key == "train_micro_batch_size_per_gpu") {
+      add(out, fmt::format("mbs={}", count(value, pointer)));
+      out.mapped.push_back(fmt::format("{} -> mbs", key));
+    } else if (key == "train_batch_size") {
+      add(out, fmt::format("gbs={}", count(value, pointer)));
+      out.mapped.push_back(fmt::format("{} -> gbs", key));
+      has_gbs = true;
+    } else if (key == "gradient_accumulation_steps") {
+      add(out, fmt::format("accumulation={}", count(value, pointer)));
+      out.mapped.push_back(fmt::format("{} -> accumulation", key));
+    } else if (key == "bf16" || key == "fp16") {
+      if (value.is_object() && value.value("enabled", false) == true) {
+        add(out, "dtype=" + key);
+        out.mapped.push_back(fmt::format("{}.enabled -> dtype={}", key, key));
+      }
+    } else if (key == "zero_optimization") {
+      if (!value.is_object()) throw core::InputError(file, pointer, "expected an object");
+      for (const auto& [zkey, zvalue] : value.items()) {
+        const std::string zpointer = pointer + "/" + zkey;
+        if (zkey == "stage") {
+          const int stage = count(zvalue, zpointer, 0);
+          if (stage > 3) throw core::InputError(file, zpointer, fmt::format("expected 0 to 3, got {}", stage));
+          add(out, fmt::format("zero={}", stage));
+          out.mapped.push_back(fmt::format("zero_optimization.stage -> zero={}", stage));
+        } else if (zkey == "overlap_comm") {
+          const bool on = zvalue.is_boolean() && zvalue.get<bool>();
+          add(out, on ? "overlap=on" : "overlap=off");
+          out.mapped.push_back(fmt::format("zero_optimization.overlap_comm -> overlap={}", on ? "on" : "off"));
+        } else if (zkey == "reduce_bucket_size") {
+          if (!zvalue.is_number() || !(zvalue.get<double>() > 0)) {
+            throw core::InputError(file, zpointer, fmt::format("expected a positive number of elements, got {}", zvalue.dump()));
+          }
+          // DeepSpeed counts elements; the bucket is that many 16-bit gradients.
+          add(out, fmt::format("bucket={:.0f} B", zvalue.get<double>() * 2));
+          out.mapped.push_back("zero_optimization.reduce_bucket_size -> bucket (x 2 bytes)");
+        } else if (zkey == "offload_optimizer" || zkey == "offload_param") {
+          const bool off = zvalue.is_object() && zvalue.value("device", std::string("none")) == "none";
+          (off ? out.ignored : out.not_modelled).push_back("zero_optimization." + zkey + (off ? " (device none)" : ""));
+        } else {
+          out.ignored.push_back("zero_optimization." + zkey);
+        }
+      }
+    } else if (key == "activation_checkpointing" || key == "pipeline" || key == "tensor_parallel" ||
+               key == "sequence_parallel_size" || key == "comms_logger" || key == "data_efficiency") {
+      out.not_modelled.push_back(key);
+    } else {
+      out.ignored.push_back(key);
+    }
+  }
+  if (has_gbs && config.contains("gradient_accumulation_steps") && config.contains("train_micro_batch_size_per_gpu")) {
+    // DeepSpeed checks train_batch_size = micro-batch x accumulation x data-parallel ranks; so does resolve.
+    out.mapped.push_back("(train_batch_size, micro-batch and accumulation are checked against the GPUs)");
+  }
+  return out;
+}
+
+std::string merge_strategies(const std::string& base, const std::string& overrides) {
+  std::vector<std::pair<std::string, std::string>> items;
+  // The later of two settings of one key wins.
+  auto put = [&](std::string_view text) {
+    while (!text.empty()) {
+      const auto comma = text.find(',');
+      std::string item(text.substr(0, comma));
+      text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+      if (item.empty()) continue;
+      const std::string key = item.substr(0, item.find('='));
+      auto it = std::find_if(items.begin(), items.end(), [&](const auto& kv) { return kv.first == key; });
+      if (it == items.end()) items.emplace_back(key, item);
+      else it->second = item;
+    }
+  };
+  put(base);
+  put(overrides);
+  std::string out;
+  for (const auto& [key, item] : items) out += (out.empty() ? "" : ",") + item;
+  return out;
+}
+
+}  // namespace dtsim::plan

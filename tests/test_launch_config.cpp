@@ -1,0 +1,98 @@
+// Strategies from the launch configurations people already have.
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "dtsim/core/input_error.hpp"
+#include "dtsim/plan/launch_config.hpp"
+#include "dtsim/plan/strategy.hpp"
+
+using namespace dtsim;
+
+namespace {
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+bool contains(const std::vector<std::string>& items, const std::string& item) {
+  return std::find(items.begin(), items.end(), item) != items.end();
+}
+}  // namespace
+
+TEST(LaunchConfig, MegatronScriptMapsKeyByKey) {
+  const std::string path = std::string(DTSIM_SOURCE_DIR) + "/tests/inputs/launch/gpt3_175b.sh";
+  plan::LaunchStrategy l = plan::from_megatron_args(read(path), path);
+  EXPECT_EQ(l.strategy, "framework=megatron,mbs=1,gbs=1536,dtype=fp16,tp=8,pp=16,overlap=off");
+  EXPECT_EQ(l.seq_len, 2048);
+  // What does not change a step is reported, the model's own keys with why.
+  EXPECT_TRUE(contains(l.ignored, "--lr"));
+  EXPECT_TRUE(contains(l.ignored, "--num-layers (the model comes from --model)"));
+  EXPECT_TRUE(l.not_modelled.empty());
+  // The strategy parses as dtsim's own.
+  plan::Strategy s = plan::parse_strategy(l.strategy);
+  EXPECT_EQ(s.tp, 8);
+  EXPECT_EQ(s.pp, 16);
+  EXPECT_FALSE(s.overlap);
+}
+
+TEST(LaunchConfig, MegatronFlagsAndTheirInteractions) {
+  plan::LaunchStrategy l = plan::from_megatron_args(
+      "--tensor-model-parallel-size=2 --context-parallel-size 2 --expert-model-parallel-size 4 --bf16 --fp8-format hybrid "
+      "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap --sequence-parallel "
+      "--recompute-activations --recompute-granularity full --recompute-method uniform "
+      "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split",
+      "args");
+  EXPECT_EQ(l.strategy,
+            "framework=megatron,tp=2,cp=2,ep=4,dtype=fp8,zero=1,overlap=on,param_overlap=on,tp_overlap=on,sp=on,"
+            "recompute=full,pipeline_split=balanced");
+  EXPECT_TRUE(contains(l.not_modelled, "--recompute-method"));
+  EXPECT_NO_THROW(plan::parse_strategy(l.strategy));
+}
+
+TEST(LaunchConfig, DeepSpeedConfigMapsKeyByKey) {
+  const nlohmann::json ds = nlohmann::json::parse(R"({
+    "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4, "bf16": {"enabled": true},
+    "zero_optimization": {"stage": 3, "overlap_comm": true, "reduce_bucket_size": 5e8,
+                          "offload_optimizer": {"device": "cpu"}, "stage3_prefetch_bucket_size": 5e8},
+    "optimizer": {"type": "AdamW"}, "gradient_clipping": 1.0})");
+  plan::LaunchStrategy l = plan::from_deepspeed_config(ds, "ds.json");
+  // In the order nlohmann keeps the keys (sorted).
+  EXPECT_EQ(l.strategy, "framework=pytorch,dtype=bf16,accumulation=4,mbs=2,overlap=on,bucket=1000000000 B,zero=3");
+  EXPECT_TRUE(contains(l.not_modelled, "zero_optimization.offload_optimizer"));
+  EXPECT_TRUE(contains(l.ignored, "zero_optimization.stage3_prefetch_bucket_size"));
+  EXPECT_TRUE(contains(l.ignored, "optimizer"));
+  plan::Strategy s = plan::parse_strategy(l.strategy);
+  EXPECT_EQ(s.zero, 3);
+  EXPECT_EQ(s.accumulation, 4);
+}
+
+TEST(LaunchConfig, BadValuesAreOneLineNamingTheKey) {
+  auto error = [](auto&& f) {
+    try {
+      f();
+    } catch (const core::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(error([] { plan::from_megatron_args("--tensor-model-parallel-size $TP", "run.sh"); }),
+            "run.sh: /tensor-model-parallel-size: expected an integer of at least 1, got \"$TP\"");
+  EXPECT_EQ(error([] { plan::from_megatron_args("python train.py", "run.sh"); }),
+            "run.sh: expected Megatron-LM arguments (--tensor-model-parallel-size ...), found none");
+  EXPECT_EQ(error([] { plan::from_deepspeed_config(nlohmann::json::parse(R"({"train_micro_batch_size_per_gpu": "auto"})"), "ds.json"); }),
+            "ds.json: /train_micro_batch_size_per_gpu: is \"auto\" (set by the HF Trainer at launch): give the number it becomes");
+  EXPECT_EQ(error([] { plan::from_deepspeed_config(nlohmann::json::parse(R"({"zero_optimization": {"stage": 4}})"), "ds.json"); }),
+            "ds.json: /zero_optimization/stage: expected 0 to 3, got 4");
+}
+
+TEST(LaunchConfig, TheUsersKeysOverrideTheLaunchConfigs) {
+  EXPECT_EQ(plan::merge_strategies("framework=megatron,tp=8,pp=16,mbs=1", "mbs=2,vpp=2"),
+            "framework=megatron,tp=8,pp=16,mbs=2,vpp=2");
+}
+
+TEST(Strategy, AccumulationSetsTheGlobalBatch) {
+  EXPECT_EQ(plan::parse_strategy("accumulation=4").accumulation, 4);
+}
