@@ -23,7 +23,8 @@ std::string catalog_name(const std::string& gpu) {
   static const std::map<std::string, std::string> names = {
       {"A100 SXM", "A100-SXM-80GB"}, {"H100 SXM", "H100-SXM"}, {"H200 SXM", "H200-SXM"},  {"B200 SXM", "B200"},
       {"GB200 SXM", "GB200"},        {"MI300X", "MI300X"},    {"A100-SXM4-80GB", "A100-SXM-80GB"},
-      {"H100-SXM5-80GB", "H100-SXM"}};
+      {"H100-SXM5-80GB", "H100-SXM"}, {"GH200 SXM", "GH200"}, {"GH200 SXM (900W, 141GiB)", "GH200"},
+      {"B300 SXM", "B300"},          {"MI355X", "MI355X"}};
   auto it = names.find(gpu);
   return it == names.end() ? "" : it->second;
 }

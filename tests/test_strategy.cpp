@@ -56,7 +56,7 @@ TEST(Strategy, BadInputIsOneLineNamingTheKey) {
   EXPECT_EQ(error_of("mbs=4294967297"), "--strategy: /mbs: expected an integer from 1 to 1073741824, got \"4294967297\"");
   EXPECT_EQ(error_of("tp=1048576,pp=1048576"), "--strategy: /tp: tp*cp*pp = 1099511627776 needs more GPUs than the cluster's 8");
   EXPECT_EQ(error_of("zero=4"), "--strategy: /zero: expected an integer from 0 to 3, got \"4\"");
-  EXPECT_EQ(error_of("dtype=fp64"), "--strategy: /dtype: expected one of fp32, tf32, fp16, bf16, fp8, got \"fp64\"");
+  EXPECT_EQ(error_of("dtype=fp64"), "--strategy: /dtype: expected one of fp32, tf32, fp16, bf16, fp8, fp4, got \"fp64\"");
   EXPECT_EQ(error_of("gpus=8,dp=3"), "--strategy: /dp: expected a divisor of the 8 GPUs that leaves tp*cp*pp = 1, got 3");
   EXPECT_EQ(error_of("dp=8,gbs=20"), "--strategy: /gbs: expected a multiple of dp*mbs = 8, got 20");
   EXPECT_EQ(error_of("tp=3,dp=1"), "--strategy: /tp: expected a divisor of the model's 32 attention heads, got 3");

@@ -22,7 +22,7 @@ void add_kernel(CLI::App& app, KernelOptions& o) {
   sub->add_option("--m", o.m, "GEMM rows (tokens)");
   sub->add_option("--n", o.n, "GEMM columns");
   sub->add_option("--k", o.k, "GEMM inner dimension");
-  sub->add_option("--dtype", o.dtype, "fp32, tf32, fp16, bf16, fp8 (GEMM)");
+  sub->add_option("--dtype", o.dtype, "fp32, tf32, fp16, bf16, fp8, fp4 (GEMM)");
   sub->add_option("--batch", o.batch, "independent GEMMs, or sequences for attention");
   sub->add_option("--seq", o.seq, "attention sequence length");
   sub->add_option("--heads", o.heads, "attention heads");
@@ -65,7 +65,7 @@ int run_kernel(const KernelOptions& o, std::ostream& out) {
   core::Seconds time;
   if (o.kind == "gemm") {
     const auto dtype = hw::parse_dtype(o.dtype);
-    if (!dtype) throw core::InputError("--dtype", "", fmt::format("expected fp32, tf32, fp16, bf16 or fp8, got \"{}\"", o.dtype));
+    if (!dtype) throw core::InputError("--dtype", "", fmt::format("expected fp32, tf32, fp16, bf16, fp8 or fp4, got \"{}\"", o.dtype));
     if (device.peak_for(*dtype).value() <= 0) {
       throw core::InputError("--dtype", "", fmt::format("the {} has no {} units", device.name, o.dtype));
     }

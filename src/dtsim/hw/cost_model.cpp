@@ -72,7 +72,8 @@ core::Seconds CostModel::modelled(const OpWork& work, Dtype dtype) const {
   // through the GEMM model, streaming kernels (unfused attention's softmax
   // passes, norms, element-wise ops) at the reachable HBM rate. Attention's
   // score GEMMs stay in 16 bits under FP8 (Transformer Engine's default).
-  const Dtype gemm_dtype = work.kind == model::OpKind::kAttention && dtype == Dtype::kFp8 ? Dtype::kBf16 : dtype;
+  const bool low_precision = dtype == Dtype::kFp8 || dtype == Dtype::kFp4;
+  const Dtype gemm_dtype = work.kind == model::OpKind::kAttention && low_precision ? Dtype::kBf16 : dtype;
   Seconds total(0);
   for (const KernelCall& call : kernel_calls(work)) {
     if (call.family != KernelFamily::kGemm) {
@@ -81,7 +82,7 @@ core::Seconds CostModel::modelled(const OpWork& work, Dtype dtype) const {
     }
     const model::GemmShape shape{call.gemm.m, call.gemm.n, call.gemm.k, call.count};
     total += km.gemm(shape, gemm_dtype, operand_bytes(gemm_dtype));
-    if (gemm_dtype == Dtype::kFp8) total += km.stream(fp8_cast_bytes(shape, work.backward));
+    if (gemm_dtype == Dtype::kFp8 || gemm_dtype == Dtype::kFp4) total += km.stream(fp8_cast_bytes(shape, work.backward));
   }
   return total;
 }

@@ -12,8 +12,11 @@
 
 namespace dtsim::hw {
 
-enum class Dtype { kFp32, kTf32, kFp16, kBf16, kFp8 };
-inline constexpr std::size_t kDtypeCount = 5;
+/// kFp4: NVFP4 / MXFP4 GEMMs (Blackwell, MI355X), over 16-bit activations as FP8 runs.
+enum class Dtype { kFp32, kTf32, kFp16, kBf16, kFp8, kFp4 };
+inline constexpr std::size_t kDtypeCount = 6;
+inline constexpr std::array<Dtype, kDtypeCount> kAllDtypes = {Dtype::kFp32, Dtype::kTf32, Dtype::kFp16,
+                                                               Dtype::kBf16, Dtype::kFp8,  Dtype::kFp4};
 
 std::string_view to_string(Dtype dtype);
 std::optional<Dtype> parse_dtype(std::string_view text);
@@ -33,6 +36,7 @@ struct Device {
   core::BytesPerSecond scale_up_bandwidth;
   core::BytesPerSecond pcie_bandwidth;  ///< host link per direction
   std::string source;
+  double power_watts = 0;  ///< board power (TDP); 0 when not given
   /// Memory every rank holds whatever the model: the CUDA context, cuBLAS and
   /// NCCL workspaces and allocator slack (about 0.5 GiB of context on Hopper
   /// plus workspaces, rounded up to 1 GiB); none for a CPU process.
@@ -51,14 +55,15 @@ struct Device {
   [[nodiscard]] core::FlopsPerSecond peak_for(Dtype dtype) const { return peak[static_cast<std::size_t>(dtype)]; }
 };
 
-/// The bundled datasheet catalog: V100, A100 40/80 GB, H100 SXM and PCIe,
-/// H200, B200, MI300X, L40S, TPU v4, and "CPU": one core of the local
-/// machine, whose figures a calibration profile supplies.
+/// The bundled datasheet catalog (devices/datasheets.json: V100 to GB200 and
+/// B300, H800, H20, GH200, MI300X to MI355X, Gaudi 3, L40S, TPU v4, each with
+/// its source), and "CPU": one core of the local machine, whose figures a
+/// calibration profile supplies.
 class DeviceCatalog {
  public:
-  /// The datasheets; bundled profiles (kernel figures) in core::data_dir()/devices.
+  /// The datasheets and bundled profiles (kernel figures) in core::data_dir()/devices.
   DeviceCatalog();
-  /// The same with the bundled profiles in `devices` (a missing folder: none).
+  /// The same from `devices`: its datasheets.json and profiles.
   explicit DeviceCatalog(const std::filesystem::path& devices);
   [[nodiscard]] const std::vector<Device>& devices() const { return devices_; }
   /// Case-insensitive lookup by name; nullptr when unknown.

@@ -16,6 +16,7 @@ std::size_t index(Dtype d) { return static_cast<std::size_t>(d); }
 double operand_bytes(Dtype dtype) {
   switch (dtype) {
     case Dtype::kFp8: return 1.0;
+    case Dtype::kFp4: return 0.5;
     case Dtype::kFp32:
     case Dtype::kTf32: return 4.0;
     default: return 2.0;
@@ -59,7 +60,7 @@ KernelModel::KernelModel(const Device& device, std::shared_ptr<const KernelFigur
   if (!sixteen) return;
   const double share = core_rate_[index(sixteen->dtype)] / device_.peak_for(sixteen->dtype).value();
   const double ceiling_share = ceiling_[index(sixteen->dtype)] / device_.peak_for(sixteen->dtype).value();
-  for (Dtype d : {Dtype::kFp32, Dtype::kTf32, Dtype::kFp16, Dtype::kBf16, Dtype::kFp8}) {
+  for (Dtype d : kAllDtypes) {
     if (core_rate_[index(d)] <= 0) core_rate_[index(d)] = share * device_.peak_for(d).value();
     if (ceiling_[index(d)] <= 0) ceiling_[index(d)] = ceiling_share * device_.peak_for(d).value();
   }

@@ -39,7 +39,7 @@ bool on_off(std::string_view key, std::string_view value) {
 
 std::string supported_dtypes(const hw::Device& device) {
   std::string out;
-  for (hw::Dtype d : {hw::Dtype::kFp32, hw::Dtype::kTf32, hw::Dtype::kFp16, hw::Dtype::kBf16, hw::Dtype::kFp8}) {
+  for (hw::Dtype d : hw::kAllDtypes) {
     if (device.peak_for(d).value() > 0) out += (out.empty() ? "" : ", ") + std::string(hw::to_string(d));
   }
   return out;
@@ -186,7 +186,7 @@ Strategy parse_strategy(std::string_view text) {
     else if (key == "contention") s.contention = on_off(key, value);
     else if (key == "dtype") {
       auto d = hw::parse_dtype(value);
-      if (!d) fail(key, fmt::format("expected one of fp32, tf32, fp16, bf16, fp8, got \"{}\"", value));
+      if (!d) fail(key, fmt::format("expected one of fp32, tf32, fp16, bf16, fp8, fp4, got \"{}\"", value));
       s.dtype = *d;
     } else if (key == "sp") {
       s.sp = on_off(key, value);

@@ -1,5 +1,9 @@
 #include "dtsim/topo/cluster_loader.hpp"
 
+#include <optional>
+
+#include "dtsim/hw/datasheet.hpp"
+
 #include <algorithm>
 #include <array>
 #include <map>
@@ -294,9 +298,21 @@ Cluster build_cluster(const nlohmann::json& document, const std::string& file, c
   Cluster::Shape shape;
   shape.name = r.string("name");
   shape.source = r.string_or("source", "");
-  std::string device_name = r.string("device");
-  const hw::Device* device = catalog.find(device_name);
-  if (!device) r.fail("device", fmt::format("expected one of {}, got \"{}\"", catalog.names(), device_name));
+  // A catalog name, or a device the file describes itself (hw::read_device's form).
+  std::optional<hw::Device> described;
+  const hw::Device* device = nullptr;
+  if (r.has("device") && r.raw().at("device").is_object()) {
+    core::JsonReader d = r.object("device");
+    described = hw::read_device(d);
+    device = &*described;
+  } else {
+    std::string device_name = r.string("device");
+    device = catalog.find(device_name);
+    if (!device) {
+      r.fail("device", fmt::format("expected one of {}, or a device object (name, peak_tflops, hbm, ...), got \"{}\"",
+                                   catalog.names(), device_name));
+    }
+  }
   shape.device = catalog.with_kernel_figures(*device);
   shape.nodes = static_cast<int>(r.count("nodes", kMaxGpus));
   if (options.nodes) {
