@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -141,4 +142,30 @@ TEST(WorkloadJson, HeadSizeAndSharedExpertsAreKeysOfItsOwn) {
   } catch (const core::InputError& e) {
     EXPECT_STREQ(e.what(), "config.json: /shared_ffn: expected experts > 0: shared experts run beside routed ones");
   }
+}
+
+TEST(HfConfig, SlidingWindowsPerFamily) {
+  auto windows = [](const model::Graph& g) {
+    std::vector<std::int64_t> out;
+    for (const model::Layer& layer : g.layers) {
+      for (const model::Op& op : layer.ops) {
+        if (op.kind == model::OpKind::kAttention) out.push_back(op.window);
+      }
+    }
+    return out;
+  };
+  // Mistral 7B v0.1: every layer sees 4,096 keys.
+  const auto mistral = windows(model::load_workload(hf_dir() + "Mistral-7B-v0.1/config.json"));
+  EXPECT_EQ(mistral.size(), 32u);
+  EXPECT_TRUE(std::all_of(mistral.begin(), mistral.end(), [](std::int64_t w) { return w == 4096; }));
+  // Gemma-2: local and global layers alternate, the first local.
+  const auto gemma2 = windows(model::load_workload(hf_dir() + "gemma-2-9b/config.json"));
+  EXPECT_EQ(gemma2[0], 4096);
+  EXPECT_EQ(gemma2[1], 0);
+  EXPECT_EQ(std::count(gemma2.begin(), gemma2.end(), 0), 21);
+  // Qwen2.5 ships a window it does not use; Mistral-Nemo writes null.
+  const auto qwen = windows(model::load_workload(hf_dir() + "Qwen2.5-7B/config.json"));
+  EXPECT_TRUE(std::all_of(qwen.begin(), qwen.end(), [](std::int64_t w) { return w == 0; }));
+  const auto nemo = windows(model::load_workload(hf_dir() + "Mistral-Nemo-Base-2407/config.json"));
+  EXPECT_TRUE(std::all_of(nemo.begin(), nemo.end(), [](std::int64_t w) { return w == 0; }));
 }

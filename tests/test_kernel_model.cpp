@@ -164,3 +164,19 @@ TEST(KernelModel, ABadFigureIsOneLineNamingTheField) {
 }
 
 }  // namespace
+
+TEST(KernelModel, SlidingWindowAttentionComputesItsBand) {
+  // A causal window of w over s queries computes s·w − w²/2 pairs: 3/4 of the causal triangle at w = s/2.
+  EXPECT_DOUBLE_EQ(hw::keys_per_query(8192, true, 4096), (8192.0 * 4096 - 4096.0 * 4096 / 2) / 8192);
+  EXPECT_DOUBLE_EQ(hw::keys_per_query(8192, true, 0), 4096);
+  EXPECT_DOUBLE_EQ(hw::keys_per_query(4096, true, 8192), 2048);  // a window past the sequence changes nothing
+  hw::DeviceCatalog catalog;
+  const hw::KernelModel km = model_of(catalog, "H100-SXM");
+  const hw::AttentionKernel& fa = *km.figures().find_attention("flash3");
+  const double full = km.attention(fa, 32, 32768, 128, true, false).value();
+  const double local = km.attention(fa, 32, 32768, 128, true, false, 4096).value();
+  // 4,096 keys of 32,768: about a quarter of the causal work; the shorter rows run a little less efficiently.
+  EXPECT_LT(local, 0.26 * full);
+  EXPECT_GT(local, 0.20 * full);
+  EXPECT_DOUBLE_EQ(km.attention(fa, 32, 4096, 128, true, false, 4096).value(), km.attention(fa, 32, 4096, 128, true, false).value());
+}

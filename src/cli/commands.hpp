@@ -115,6 +115,7 @@ struct KernelOptions {
   std::string device;
   std::optional<std::int64_t> m, n, k, seq, heads;
   std::optional<std::int64_t> batch = 1, head_dim = 128;
+  std::optional<std::int64_t> window;  ///< sliding-window attention
   std::string dtype = "bf16";
   bool causal = false;
   bool backward = false;

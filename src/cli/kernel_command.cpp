@@ -27,6 +27,7 @@ void add_kernel(CLI::App& app, KernelOptions& o) {
   sub->add_option("--seq", o.seq, "attention sequence length");
   sub->add_option("--heads", o.heads, "attention heads");
   sub->add_option("--head-dim", o.head_dim, "attention head size");
+  sub->add_option("--window", o.window, "sliding-window attention: keys a query sees at most");
   sub->add_flag("--causal", o.causal, "causal mask: the lower triangle only");
   sub->add_flag("--backward", o.backward, "the backward kernel");
   sub->add_option("--kernel", o.kernel, "fused attention kernel (flash2, flash3, cudnn, ...); default: PyTorch's on the device");
@@ -91,11 +92,15 @@ int run_kernel(const KernelOptions& o, std::ostream& out) {
     }
     const std::int64_t batch = positive(o.batch, "--batch", "attention"), seq = positive(o.seq, "--seq", "attention");
     const std::int64_t heads = positive(o.heads, "--heads", "attention"), dim = positive(o.head_dim, "--head-dim", "attention");
-    time = model.attention(*kernel, batch * heads, seq, dim, o.causal, o.backward);
-    const double flops = hw::attention_flops(batch * heads, seq, dim, o.causal, o.backward);
+    const std::int64_t window = o.window ? positive(o.window, "--window", "attention") : 0;
+    time = model.attention(*kernel, batch * heads, seq, dim, o.causal, o.backward, window);
+    // The FLOPs it computes: the causal half, or the window's band.
+    const double flops = hw::attention_flops(batch * heads, seq, dim, false, o.backward) *
+                         hw::keys_per_query(seq, o.causal, window) / static_cast<double>(seq);
     const double tflops = flops / time.value() / 1e12;
-    what = fmt::format("attention {} {}, {} x {} heads of {}, seq {}{}", name, o.backward ? "backward" : "forward", batch,
-                       heads, dim, seq, o.causal ? ", causal" : "");
+    what = fmt::format("attention {} {}, {} x {} heads of {}, seq {}{}{}", name, o.backward ? "backward" : "forward", batch,
+                       heads, dim, seq, o.causal ? ", causal" : "",
+                       window > 0 ? fmt::format(", window {}", window) : "");
     rate = fmt::format("{:.1f} TFLOP/s", tflops);
     report["kernel"] = name;
     report["tflops"] = tflops;

@@ -64,7 +64,8 @@ core::Seconds CostModel::modelled(const OpWork& work, Dtype dtype) const {
     // task runs (a context-parallel block is a share of the whole).
     const std::int64_t heads = std::max<std::int64_t>(1, work.gemm.batch / 2);
     const double full = attention_flops(heads, work.gemm.m, work.gemm.k, false, work.backward);
-    const Seconds whole = km.attention(*attention_, heads, work.gemm.m, work.gemm.k, work.causal, work.backward);
+    const Seconds whole =
+        km.attention(*attention_, heads, work.gemm.m, work.gemm.k, work.causal, work.backward, work.window);
     const Seconds launch = km.figures().gemm_launch;
     return launch + (whole - launch) * (full > 0 ? work.flops.value() / full : 0.0);
   }

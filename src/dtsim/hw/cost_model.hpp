@@ -48,6 +48,7 @@ struct OpWork {
   bool fused = false;     ///< fused attention: one kernel, scores never reach HBM
   bool backward = false;  ///< a backward pass (attention kernels differ per pass)
   bool causal = false;    ///< attention under a causal mask: the lower triangle only
+  std::int64_t window = 0;  ///< sliding-window attention: keys a query sees at most (0: all)
 };
 
 class KernelModel;

@@ -29,6 +29,14 @@ double attention_flops(std::int64_t heads, std::int64_t seq, std::int64_t head_d
          (backward ? 2.5 : 1.0);
 }
 
+double keys_per_query(std::int64_t seq, bool causal, std::int64_t window) {
+  const double s = static_cast<double>(seq);
+  if (window <= 0 || window >= seq) return causal ? s / 2 : s;
+  const double w = static_cast<double>(window);
+  // Causal: query i sees min(i + 1, w) keys. Both ways: up to w on each side.
+  return causal ? (s * w - w * w / 2) / s : std::min(s, 2 * w);
+}
+
 const AttentionKernel* KernelFigures::find_attention(std::string_view name) const {
   for (const AttentionKernel& a : attention) {
     if (a.name == name) return &a;
@@ -115,10 +123,11 @@ core::Seconds KernelModel::gemm(const model::GemmShape& shape, Dtype dtype, doub
 }
 
 core::Seconds KernelModel::attention(const AttentionKernel& a, std::int64_t heads, std::int64_t seq,
-                                     std::int64_t head_dim, bool causal, bool backward) const {
+                                     std::int64_t head_dim, bool causal, bool backward, std::int64_t window) const {
   const double s = static_cast<double>(seq), d = static_cast<double>(head_dim);
-  const double flops = attention_flops(heads, seq, head_dim, causal, backward);
-  const double keys = causal ? s / 2 : s;
+  const double keys = keys_per_query(seq, causal, window);
+  // FLOPs in proportion to the pairs computed: the causal half, or the window's band.
+  const double flops = attention_flops(heads, seq, head_dim, false, backward) * keys / s;
   const double head = (d / (d + a.head_dim_knee)) / (128.0 / (128.0 + a.head_dim_knee));
   const double utilization = (backward ? a.backward_utilization : a.forward_utilization) * head *
                              keys / (keys + a.ramp_tokens) * (causal ? a.causal_efficiency : 1.0);

@@ -95,6 +95,9 @@ double operand_bytes(Dtype dtype);
 /// FlashAttention's convention: 4·s²·d per head forward, half of it under a
 /// causal mask, 2.5x that for the backward.
 double attention_flops(std::int64_t heads, std::int64_t seq, std::int64_t head_dim, bool causal, bool backward);
+/// Query-key pairs a head computes, per query on average: s (s/2 causal), or
+/// under a sliding window of w < s (causal): s·w − w²/2 pairs over s queries.
+double keys_per_query(std::int64_t seq, bool causal, std::int64_t window);
 
 class KernelModel {
  public:
@@ -105,8 +108,11 @@ class KernelModel {
   [[nodiscard]] core::Seconds gemm(const model::GemmShape& shape, Dtype dtype, double operand_bytes) const;
   /// One fused attention pass over `heads` (batch x heads of this rank) of
   /// seq x head_dim; `backward` costs the backward kernel.
+  /// `window` > 0: sliding-window attention, each query seeing at most that
+  /// many keys (FlashAttention skips the blocks outside it).
   [[nodiscard]] core::Seconds attention(const AttentionKernel& kernel, std::int64_t heads, std::int64_t seq,
-                                        std::int64_t head_dim, bool causal, bool backward) const;
+                                        std::int64_t head_dim, bool causal, bool backward,
+                                        std::int64_t window = 0) const;
   /// A streaming (memory-bound) kernel over `bytes`.
   [[nodiscard]] core::Seconds stream(core::Bytes bytes) const;
 

@@ -66,6 +66,9 @@ struct Op {
   /// Attention with a causal mask: only the lower triangle is computed (model
   /// FLOPs still count the whole square, as the published formulas do).
   bool causal = false;
+  /// Sliding-window (local) attention: each query attends to at most this
+  /// many keys (Mistral, Gemma-2/3's local layers); 0: all of them.
+  std::int64_t window = 0;
   /// What a memory-bound op computes, where frameworks run it differently:
   /// one fused kernel (Transformer Engine, PyTorch's native LayerNorm) or
   /// many element-wise kernels (PyTorch eager RMSNorm and rotary embedding).

@@ -94,6 +94,16 @@ TransformerConfig llama_family(core::JsonReader& r, const LoadOptions& options, 
     c.norm_params = false;
   }
   if (type == "olmo2") c.qk_norm_params = (c.heads + c.kv_heads) * c.head_size();
+  // Sliding windows: Mistral 7B v0.1 and Phi-3 on every layer, Gemma-2 on
+  // every other one, Gemma-3 on five of six. Qwen2 keeps its window off
+  // unless use_sliding_window says so; Mistral's later files write null.
+  const bool windowed = type == "mistral" || type == "mixtral" || type == "phi3" || type == "gemma2" ||
+                        type == "gemma3_text" || ((type == "qwen2" || type == "qwen2_moe") && r.boolean_or("use_sliding_window", false));
+  if (windowed && present(r, "sliding_window")) {
+    c.window = r.count("sliding_window", kMaxSeqLen);
+    if (type == "gemma2") c.global_every = 2;
+    if (type == "gemma3_text") c.global_every = present(r, "sliding_window_pattern") ? r.count("sliding_window_pattern", kMaxLayers) : 6;
+  }
   if (type == "gemma" || type == "gemma2" || type == "gemma3_text") {
     c.tied_embeddings = r.boolean_or("tie_word_embeddings", true);  // Gemma's files leave it to the default
     c.post_norms = type != "gemma";

@@ -48,7 +48,7 @@ double bias(const TransformerConfig& c, std::int64_t width) {
   return c.linear_bias ? static_cast<double>(width) : 0.0;
 }
 
-void add_attention(Layer& layer, const TransformerConfig& c) {
+void add_attention(Layer& layer, const TransformerConfig& c, std::int64_t window) {
   const std::int64_t s = c.seq_len, h = c.hidden, a = c.heads;
   const std::int64_t head_dim = c.head_size();
   const std::int64_t q_width = a * head_dim;  // hidden, unless the model sets its own head size
@@ -86,6 +86,7 @@ void add_attention(Layer& layer, const TransformerConfig& c) {
   Op core = gemm_op("attn.core", TensorSplit::kSharded, {s, s, head_dim, 2 * a});
   core.kind = OpKind::kAttention;
   core.causal = c.causal;
+  core.window = window;
   const double scores = static_cast<double>(a * s * s);
   // Q, K, V in and the output out; the per-head "weights" of gemm_op are activations here.
   core.forward_elements_moved = 4.0 * sq;
@@ -155,7 +156,8 @@ Layer block(const TransformerConfig& c, std::int64_t index) {
   Layer layer;
   layer.name = "block." + std::to_string(index);
   layer.role = LayerRole::kBlock;
-  add_attention(layer, c);
+  const bool global = c.global_every > 0 && (index + 1) % c.global_every == 0;
+  add_attention(layer, c, c.window > 0 && !global ? c.window : 0);
   if (!c.shared_norm) layer.ops.push_back(norm_op("mlp.norm", c));
   if (c.experts > 0) {
     Op router = gemm_op("moe.router", TensorSplit::kReplicated, {c.seq_len, c.experts, c.hidden, 1});

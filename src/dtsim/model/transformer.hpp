@@ -58,6 +58,11 @@ struct TransformerConfig {
   /// Norms on queries and keys: parameters per layer (OLMo-2 normalises the
   /// whole projection, Qwen3 and Gemma-3 each head); 0: none.
   std::int64_t qk_norm_params = 0;
+  /// Sliding-window attention: a query sees at most `window` keys (0: all).
+  /// With `global_every` k > 0, every k-th block attends globally and the
+  /// others locally (Gemma-2: 2, Gemma-3: 6); 0: every block is local.
+  std::int64_t window = 0;
+  std::int64_t global_every = 0;
   std::int64_t type_vocab = 0;  ///< BERT's token-type (segment) embeddings
   bool mlm_head = false;        ///< BERT's masked-LM head: a dense layer and a norm before the logits
 

@@ -36,6 +36,11 @@ Graph load_transformer(core::JsonReader& r, const LoadOptions& options) {
     if (c.experts == 0) r.fail("shared_ffn", "expected experts > 0: shared experts run beside routed ones");
   }
   c.causal = r.boolean_or("causal", true);
+  if (r.has("window")) c.window = r.count("window", kMaxSeqLen);
+  if (r.has("global_every")) {
+    c.global_every = r.count("global_every", kMaxLayers);
+    if (c.window == 0) r.fail("global_every", "expected a window: global blocks alternate with sliding-window ones");
+  }
   r.finish();
   check_transformer(c, r);
   return build_transformer(c);

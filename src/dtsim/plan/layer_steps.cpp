@@ -23,6 +23,7 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
   w.kind = op.kind;
   w.backward = backward;
   w.causal = op.causal;
+  w.window = op.window;
   w.flops = (backward ? op.backward_flops : op.forward_flops) * (mbs / split);
   w.bytes_moved = bytes_moved(op, backward, mbs / split);
   if (op.kind == model::OpKind::kAttention && r_.s.flash_attention) {
