@@ -8,12 +8,14 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "dtsim/driver/simulation.hpp"
 #include "dtsim/model/workload_loader.hpp"
+#include "dtsim/plan/lower.hpp"
 #include "dtsim/topo/cluster_loader.hpp"
 #include "published_runs.hpp"
 
@@ -123,3 +125,40 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
 }
 
 }  // namespace
+
+// Every layout the published runs use builds as Megatron-Core lays it out:
+// the GPU count, each group's size, and every block on exactly one stage.
+TEST(PublishedRuns, EveryPublishedLayoutBuildsWithItsRanksGroupsAndStages) {
+  const std::vector<Case> cases = validation::end_to_end_cases();
+  if (cases.empty()) GTEST_SKIP() << "no " << validation::shared_validation_dir() << " (../shared is not beside the checkout)";
+  hw::DeviceCatalog catalog;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.id);
+    model::Graph graph = model::load_workload_json(c.model, c.id, {});
+    topo::Cluster cluster = topo::load_cluster(driver::resolve_input(c.cluster, "topologies", "--cluster"), catalog, {c.nodes});
+    driver::SimulationRequest request;
+    request.strategy = c.strategy;
+    driver::Prediction p = driver::predict(graph, cluster, request);
+    const plan::Strategy& s = p.strategy.s;
+    EXPECT_EQ(p.tasks.world, c.gpus);
+    EXPECT_EQ(std::int64_t{s.tp} * s.pp * s.cp * s.ep * s.dp, c.gpus);
+    for (const plan::CommGroup& g : p.tasks.groups) {
+      const auto n = static_cast<int>(g.ranks.size());
+      if (g.kind == plan::GroupKind::kTp) {
+        EXPECT_EQ(n, s.tp);
+      }
+      if (g.kind == plan::GroupKind::kDp) {
+        EXPECT_EQ(n, s.dp * s.cp * s.ep);
+      }
+      // Every copy of a group has its size and no rank twice.
+      std::set<int> seen(g.ranks.begin(), g.ranks.end());
+      EXPECT_EQ(static_cast<int>(seen.size()), n);
+      for (const auto& copy : g.copies) EXPECT_EQ(copy.size(), g.ranks.size());
+    }
+    std::vector<int> owner(graph.layers.size(), 0);
+    for (const auto& stage : plan::stage_layers(graph, s)) {
+      for (int layer : stage) ++owner[static_cast<std::size_t>(layer)];
+    }
+    EXPECT_TRUE(std::all_of(owner.begin(), owner.end(), [](int n) { return n == 1; }));
+  }
+}
