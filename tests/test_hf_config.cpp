@@ -50,7 +50,8 @@ TEST(HfConfig, UnsupportedModelTypeAndBadHeadsAreOneLine) {
     FAIL();
   } catch (const core::InputError& e) {
     EXPECT_STREQ(e.what(), "config.json: /model_type: expected one of llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, "
-                 "gemma2, gemma3_text, phi3, olmo, olmo2, falcon, gpt2, gpt_neox, bert, roberta, got \"t5\"");
+                 "gemma2, gemma3_text, phi3, olmo, olmo2, falcon, gpt2, gpt_neox, bert, roberta, deepseek_v2, deepseek_v3, "
+                 "got \"t5\"");
   }
   try {
     load(R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 30,
@@ -168,4 +169,22 @@ TEST(HfConfig, SlidingWindowsPerFamily) {
   EXPECT_TRUE(std::all_of(qwen.begin(), qwen.end(), [](std::int64_t w) { return w == 0; }));
   const auto nemo = windows(model::load_workload(hf_dir() + "Mistral-Nemo-Base-2407/config.json"));
   EXPECT_TRUE(std::all_of(nemo.begin(), nemo.end(), [](std::int64_t w) { return w == 0; }));
+}
+
+TEST(WorkloadJson, LatentAttentionAndDenseFirstBlocksMatchTheirConfigJson) {
+  // DeepSeek-V2-Lite written as dtsim's own workload: the same graph as its config.json.
+  model::Graph ours = load(R"({"name": "v2-lite", "kind": "transformer", "layers": 27, "hidden": 2048, "heads": 16,
+      "head_dim": 192, "kv_lora_rank": 512, "qk_rope_dim": 64, "v_head_dim": 128, "ffn_hidden": 1408, "experts": 64,
+      "top_k": 6, "shared_ffn": 2816, "first_dense": 1, "dense_ffn": 10944, "vocab": 102400, "seq_len": 4096,
+      "mlp": "swiglu", "norm": "rmsnorm", "positions": "rope", "tied_embeddings": false})");
+  model::Graph hf = model::load_workload(hf_dir() + "DeepSeek-V2-Lite/config.json");
+  EXPECT_DOUBLE_EQ(ours.parameter_count(), hf.parameter_count());
+  EXPECT_DOUBLE_EQ(ours.forward_flops_per_sample().value(), hf.forward_flops_per_sample().value());
+  // The first block is dense, the second MoE.
+  auto has = [](const model::Layer& l, const char* name) {
+    return std::any_of(l.ops.begin(), l.ops.end(), [&](const model::Op& op) { return op.name == name; });
+  };
+  EXPECT_FALSE(has(hf.layers[1], "moe.router"));
+  EXPECT_TRUE(has(hf.layers[2], "moe.router"));
+  EXPECT_TRUE(has(hf.layers[1], "attn.kv_down"));
 }

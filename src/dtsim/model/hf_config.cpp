@@ -197,6 +197,41 @@ TransformerConfig bert(core::JsonReader& r, const LoadOptions& options) {
   return c;
 }
 
+// DeepSeek-V2/V3: multi-head latent attention, fine-grained routed experts
+// with shared ones, and dense first blocks.
+TransformerConfig deepseek(core::JsonReader& r, const LoadOptions& options) {
+  TransformerConfig c;
+  c.layers = r.count("num_hidden_layers", kMaxLayers);
+  c.hidden = r.count("hidden_size", kMaxHidden);
+  c.heads = r.count("num_attention_heads", kMaxHeads);
+  c.kv_heads = c.heads;  // MLA gives every head its own keys and values
+  c.vocab = r.count("vocab_size", kMaxVocab);
+  set_seq_len(c, r, options, "max_position_embeddings");
+  c.mlp = MlpKind::kSwiGlu;
+  c.norm = NormKind::kRmsNorm;
+  c.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
+  c.learned_positions = false;
+  c.q_lora_rank = present(r, "q_lora_rank") ? r.count("q_lora_rank", kMaxHidden) : 0;
+  c.kv_lora_rank = r.count("kv_lora_rank", kMaxHidden);
+  c.qk_rope_dim = r.count("qk_rope_head_dim", kMaxHidden);
+  c.head_dim = r.count("qk_nope_head_dim", kMaxHidden) + c.qk_rope_dim;
+  c.v_head_dim = r.count("v_head_dim", kMaxHidden);
+  c.dense_ffn = r.count("intermediate_size", kMaxFfnHidden);
+  if (present(r, "n_routed_experts")) {
+    c.experts = r.count("n_routed_experts", kMaxExperts);
+    c.top_k = r.count("num_experts_per_tok", kMaxExperts);
+    c.ffn_hidden = r.count("moe_intermediate_size", kMaxFfnHidden);
+    c.shared_ffn = present(r, "n_shared_experts") ? r.count("n_shared_experts", kMaxExperts) * c.ffn_hidden : 0;
+    c.first_dense = present(r, "first_k_dense_replace") ? r.integer("first_k_dense_replace") : 0;
+    if (c.first_dense < 0 || c.first_dense > c.layers) {
+      r.fail("first_k_dense_replace", fmt::format("expected 0 to {} dense first blocks, got {}", c.layers, c.first_dense));
+    }
+  } else {
+    c.ffn_hidden = c.dense_ffn;
+  }
+  return c;
+}
+
 // The model's name: the config's own, else the folder it sits in (where
 // `huggingface-cli download` puts it), else its type.
 std::string name_of(core::JsonReader& r, const std::string& file, const std::string& type) {
@@ -219,7 +254,8 @@ Graph load_hf_config(const nlohmann::json& document, const std::string& file, co
   core::JsonReader r = nested ? top.object("text_config") : top;
   const std::string type = r.choice(
       "model_type", {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
-                     "gemma3_text", "phi3", "olmo", "olmo2", "falcon", "gpt2", "gpt_neox", "bert", "roberta"});
+                     "gemma3_text", "phi3", "olmo", "olmo2", "falcon", "gpt2", "gpt_neox", "bert", "roberta", "deepseek_v2",
+                     "deepseek_v3"});
   TransformerConfig c;
   if (type == "gpt2") {
     c = gpt2(r, options);
@@ -230,6 +266,9 @@ Graph load_hf_config(const nlohmann::json& document, const std::string& file, co
   } else if (type == "falcon") {
     c = falcon(r, options);
     check_transformer(c, r, "num_attention_heads", "num_kv_heads");
+  } else if (type == "deepseek_v2" || type == "deepseek_v3") {
+    c = deepseek(r, options);
+    check_transformer(c, r, "num_attention_heads", "num_attention_heads");
   } else if (type == "bert" || type == "roberta") {
     c = bert(r, options);
     check_transformer(c, r, "num_attention_heads", "num_attention_heads");

@@ -48,21 +48,65 @@ double bias(const TransformerConfig& c, std::int64_t width) {
   return c.linear_bias ? static_cast<double>(width) : 0.0;
 }
 
+// Multi-head latent attention (DeepSeek-V2/V3): queries through an optional
+// low-rank bottleneck, keys and values from one compressed latent of
+// kv_lora_rank (plus a shared rotary key of qk_rope_dim), both normalised.
+// The down projections are replicated over tp ranks (Megatron-Core's MLA),
+// the up projections column-parallel.
+void add_latent_projections(Layer& layer, const TransformerConfig& c) {
+  const std::int64_t s = c.seq_len, h = c.hidden, a = c.heads, qk = c.head_size();
+  const double sh = static_cast<double>(s * h);
+  if (c.q_lora_rank > 0) {
+    Op down = gemm_op("attn.q_down", TensorSplit::kReplicated, {s, c.q_lora_rank, h, 1});
+    down.params = static_cast<double>(h * c.q_lora_rank + c.q_lora_rank);  // and its norm
+    down.saved.replicated_elements = sh;
+    down.tp_gather_before = true;
+    layer.ops.push_back(down);
+    Op up = gemm_op("attn.q_up", TensorSplit::kSharded, {s, a * qk, c.q_lora_rank, 1});
+    up.params = static_cast<double>(c.q_lora_rank * a * qk);
+    up.saved.replicated_elements = static_cast<double>(s * c.q_lora_rank);
+    layer.ops.push_back(up);
+  } else {
+    Op q = gemm_op("attn.q", TensorSplit::kSharded, {s, a * qk, h, 1});
+    q.params = static_cast<double>(h * a * qk);
+    q.saved.replicated_elements = sh;
+    q.tp_gather_before = true;
+    layer.ops.push_back(q);
+  }
+  const std::int64_t latent = c.kv_lora_rank + c.qk_rope_dim;
+  Op kv_down = gemm_op("attn.kv_down", TensorSplit::kReplicated, {s, latent, h, 1});
+  kv_down.params = static_cast<double>(h * latent + c.kv_lora_rank);  // and its norm
+  kv_down.saved.replicated_elements = c.q_lora_rank > 0 ? sh : 0.0;
+  layer.ops.push_back(kv_down);
+  const std::int64_t nope = qk - c.qk_rope_dim;
+  Op kv_up = gemm_op("attn.kv_up", TensorSplit::kSharded, {s, a * (nope + c.v_head_dim), c.kv_lora_rank, 1});
+  kv_up.params = static_cast<double>(c.kv_lora_rank * a * (nope + c.v_head_dim));
+  kv_up.saved.replicated_elements = static_cast<double>(s * c.kv_lora_rank);
+  layer.ops.push_back(kv_up);
+}
+
 void add_attention(Layer& layer, const TransformerConfig& c, std::int64_t window) {
+  const bool latent = c.kv_lora_rank > 0;
   const std::int64_t s = c.seq_len, h = c.hidden, a = c.heads;
   const std::int64_t head_dim = c.head_size();
   const std::int64_t q_width = a * head_dim;  // hidden, unless the model sets its own head size
-  const std::int64_t kv_width = 2 * c.kv_heads * head_dim;
+  // Keys and values: GQA's shared heads, or MLA's per-head keys and values of their own sizes.
+  const std::int64_t kv_width = latent ? a * (head_dim + c.v_head_dim) : 2 * c.kv_heads * head_dim;
+  const std::int64_t out_width = latent ? a * c.v_head_dim : q_width;
   const double sh = static_cast<double>(s * h), sq = static_cast<double>(s * q_width);
 
   layer.ops.push_back(norm_op("attn.norm", c));
 
-  Op qkv = gemm_op("attn.qkv", TensorSplit::kSharded, {s, q_width + kv_width, h, 1});
-  qkv.params = static_cast<double>(h * (q_width + kv_width)) +
-               (c.linear_bias || c.qkv_bias ? static_cast<double>(q_width + kv_width) : 0.0);
-  qkv.saved.replicated_elements = sh;
-  qkv.tp_gather_before = true;
-  layer.ops.push_back(qkv);
+  if (latent) {
+    add_latent_projections(layer, c);
+  } else {
+    Op qkv = gemm_op("attn.qkv", TensorSplit::kSharded, {s, q_width + kv_width, h, 1});
+    qkv.params = static_cast<double>(h * (q_width + kv_width)) +
+                 (c.linear_bias || c.qkv_bias ? static_cast<double>(q_width + kv_width) : 0.0);
+    qkv.saved.replicated_elements = sh;
+    qkv.tp_gather_before = true;
+    layer.ops.push_back(qkv);
+  }
 
   if (c.qk_norm_params > 0) {
     Op qk_norm = memory_op("attn.qk_norm", OpKind::kNorm, TensorSplit::kSharded,
@@ -75,15 +119,20 @@ void add_attention(Layer& layer, const TransformerConfig& c, std::int64_t window
   if (c.rotary && !c.learned_positions) {
     // Rotary embedding of the queries and keys: as one fused kernel, each
     // element read and written once; the planner scales it for frameworks
-    // that run it as separate element-wise kernels.
-    const double rotated = static_cast<double>(s * (q_width + kv_width / 2));
+    // that run it as separate element-wise kernels. MLA rotates only its
+    // rope part: qk_rope_dim per query head and one shared key.
+    const double rotated = latent ? static_cast<double>(s * (a + 1) * c.qk_rope_dim)
+                                  : static_cast<double>(s * (q_width + kv_width / 2));
     Op rope = memory_op("attn.rope", OpKind::kElementwise, TensorSplit::kSharded, 2 * rotated);
     rope.pattern = Op::Pattern::kRotary;
     layer.ops.push_back(rope);
   }
 
-  // Q·K^T and scores·V: two batched GEMMs per head (GQA shares K and V, not FLOPs).
-  Op core = gemm_op("attn.core", TensorSplit::kSharded, {s, s, head_dim, 2 * a});
+  // Q·K^T and scores·V: two batched GEMMs per head (GQA shares K and V, not
+  // FLOPs). MLA's are of its query-key and value head sizes: their mean
+  // gives the same FLOPs.
+  const std::int64_t core_dim = latent ? (head_dim + c.v_head_dim) / 2 : head_dim;
+  Op core = gemm_op("attn.core", TensorSplit::kSharded, {s, s, core_dim, 2 * a});
   core.kind = OpKind::kAttention;
   core.causal = c.causal;
   core.window = window;
@@ -98,9 +147,9 @@ void add_attention(Layer& layer, const TransformerConfig& c, std::int64_t window
   core.saved.score_mask = Bytes(scores);                                  // dropout mask
   layer.ops.push_back(core);
 
-  Op proj = gemm_op("attn.proj", TensorSplit::kSharded, {s, h, q_width, 1});
-  proj.params = static_cast<double>(q_width * h) + bias(c, h);
-  proj.saved.sharded_elements = sq;
+  Op proj = gemm_op("attn.proj", TensorSplit::kSharded, {s, h, out_width, 1});
+  proj.params = static_cast<double>(out_width * h) + bias(c, h);
+  proj.saved.sharded_elements = static_cast<double>(s * out_width);
   proj.tp_reduce_after = true;
   layer.ops.push_back(proj);
   if (c.post_norms) layer.ops.push_back(norm_op("attn.post_norm", c));
@@ -159,7 +208,9 @@ Layer block(const TransformerConfig& c, std::int64_t index) {
   const bool global = c.global_every > 0 && (index + 1) % c.global_every == 0;
   add_attention(layer, c, c.window > 0 && !global ? c.window : 0);
   if (!c.shared_norm) layer.ops.push_back(norm_op("mlp.norm", c));
-  if (c.experts > 0) {
+  if (c.experts > 0 && index < c.first_dense) {
+    add_mlp(layer, c, c.dense_ffn, false, 1.0);  // DeepSeek's first blocks keep a dense MLP
+  } else if (c.experts > 0) {
     Op router = gemm_op("moe.router", TensorSplit::kReplicated, {c.seq_len, c.experts, c.hidden, 1});
     router.params = static_cast<double>(c.hidden * c.experts);
     layer.ops.push_back(router);

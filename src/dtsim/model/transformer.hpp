@@ -48,6 +48,18 @@ struct TransformerConfig {
   /// Width of the shared experts' MLP (Qwen2-MoE, DeepSeek): a dense MLP
   /// every token runs beside its routed experts; 0: none.
   std::int64_t shared_ffn = 0;
+  /// MoE models whose first blocks are dense (DeepSeek's first_k_dense_replace):
+  /// those blocks run an MLP of dense_ffn.
+  std::int64_t first_dense = 0;
+  std::int64_t dense_ffn = 0;
+  /// Multi-head latent attention (DeepSeek-V2/V3) when kv_lora_rank > 0:
+  /// head_dim is the query-key head size (its rotary part qk_rope_dim
+  /// included), v_head_dim the value head size; q_lora_rank 0 projects the
+  /// queries directly.
+  std::int64_t q_lora_rank = 0;
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_rope_dim = 0;
+  std::int64_t v_head_dim = 0;
   // What changes the parameter count more than the time (the ops' work is
   // element-wise and small), so that loaded checkpoints count right:
   bool linear_bias = false;     ///< biases on every linear layer (GPT-2, BERT)

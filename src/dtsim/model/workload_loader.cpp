@@ -36,6 +36,22 @@ Graph load_transformer(core::JsonReader& r, const LoadOptions& options) {
     if (c.experts == 0) r.fail("shared_ffn", "expected experts > 0: shared experts run beside routed ones");
   }
   c.causal = r.boolean_or("causal", true);
+  // Multi-head latent attention: kv_lora_rank turns it on; head_dim is then the query-key head size.
+  if (r.has("kv_lora_rank")) {
+    c.kv_lora_rank = r.count("kv_lora_rank", kMaxHidden);
+    c.qk_rope_dim = r.count("qk_rope_dim", kMaxHidden);
+    c.v_head_dim = r.count("v_head_dim", kMaxHidden);
+    if (r.has("q_lora_rank")) c.q_lora_rank = r.count("q_lora_rank", kMaxHidden);
+    if (c.head_dim <= c.qk_rope_dim) {
+      r.fail("head_dim", fmt::format("expected a query-key head size above qk_rope_dim {} (MLA), got {}", c.qk_rope_dim, c.head_dim));
+    }
+    c.kv_heads = c.heads;
+  }
+  if (r.has("first_dense")) {
+    c.first_dense = r.count("first_dense", kMaxLayers);
+    c.dense_ffn = r.count("dense_ffn", kMaxFfnHidden);
+    if (c.experts == 0) r.fail("first_dense", "expected experts > 0: dense first blocks precede MoE ones");
+  }
   if (r.has("window")) c.window = r.count("window", kMaxSeqLen);
   if (r.has("global_every")) {
     c.global_every = r.count("global_every", kMaxLayers);
