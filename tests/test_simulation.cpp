@@ -312,3 +312,23 @@ TEST(Simulation, ExpertParallelismIsCarvedOutOfDataParallelismAsInMegatronCore) 
     EXPECT_STREQ(e.what(), "--strategy: /dp: needs 32 GPUs, the cluster has 16");
   }
 }
+
+TEST(Simulation, CapacityFactorPadsExpertsAndTheirAllToAll) {
+  auto mixtral = [](const std::string& extra) {
+    return driver::simulate({"mixtral-8x7b", "superpod-h100", "tp=2,pp=2,ep=8,gbs=64,zero=1,recompute=full" + extra, 4,
+                             std::nullopt, std::nullopt, false, {}, {}});
+  };
+  const auto balanced = mixtral("");
+  const auto padded = mixtral(",capacity_factor=1.25");
+  EXPECT_GT(padded.report.step_time, balanced.report.step_time);
+  EXPECT_GT(padded.report.breakdown.exposed_comm.ep, balanced.report.breakdown.exposed_comm.ep);
+  // The padding is work the hardware does, not work the model counts.
+  EXPECT_DOUBLE_EQ(padded.report.model_flops_per_step.value(), balanced.report.model_flops_per_step.value());
+  EXPECT_GT(padded.report.hardware_flops_per_step.value(), balanced.report.hardware_flops_per_step.value());
+  try {
+    run("ddp,gbs=8,capacity_factor=1.25");
+    FAIL();
+  } catch (const core::InputError& e) {
+    EXPECT_STREQ(e.what(), "--strategy: /capacity_factor: a capacity factor sizes MoE experts; gpt3-1.3b is dense");
+  }
+}

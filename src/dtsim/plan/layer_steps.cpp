@@ -42,6 +42,13 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
     w.gemm.m *= r_.s.mbs;
     w.gemm.n = std::max<std::int64_t>(1, w.gemm.n / tp);
   }
+  if (op.expert && r_.s.capacity_factor > 0) {
+    // Padded to capacity: every expert computes capacity_factor times its even share.
+    const double cf = r_.s.capacity_factor;
+    w.flops = w.flops * cf;
+    w.bytes_moved = w.bytes_moved * cf;
+    w.gemm.m = static_cast<std::int64_t>(std::llround(static_cast<double>(w.gemm.m) * cf));
+  }
   return w;
 }
 
@@ -149,7 +156,10 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
     }
     flush();
   };
-  const Bytes routed = tokens_bytes(hidden * (graph_.transformer ? static_cast<double>(graph_.transformer->top_k) : 0));
+  // Dispatch and combine move each token to its top_k experts; padded to capacity, capacity_factor times that.
+  const double padding = r_.s.capacity_factor > 0 ? r_.s.capacity_factor : 1.0;
+  const Bytes routed =
+      tokens_bytes(hidden * (graph_.transformer ? static_cast<double>(graph_.transformer->top_k) : 0) * padding);
   auto add = [&](const model::Op& op, bool op_backward) {
     hw::OpWork w = work(op, op_backward);
     current.ops.push_back(w);

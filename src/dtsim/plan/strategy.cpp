@@ -31,6 +31,15 @@ int positive(std::string_view key, std::string_view value, int minimum, int maxi
 }
 int degree(std::string_view key, std::string_view value) { return positive(key, value, 1, kMaxGpus); }
 
+double capacity(std::string_view key, std::string_view value) {
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || ptr != value.data() + value.size() || !(v >= 1) || v > 64) {
+    fail(key, fmt::format("expected a factor from 1 to 64 (1.25: a quarter of headroom per expert), got \"{}\"", value));
+  }
+  return v;
+}
+
 bool on_off(std::string_view key, std::string_view value) {
   if (value == "on" || value == "true" || value == "1") return true;
   if (value == "off" || value == "false" || value == "0") return false;
@@ -101,7 +110,7 @@ void check_stage_layers(const Strategy& s, std::int64_t blocks) {
 
 std::string_view strategy_keys() {
   return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, "
-         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, tp_overlap, param_overlap, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation";
+         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, tp_overlap, param_overlap, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor";
 }
 
 const std::vector<Preset>& presets() {
@@ -184,6 +193,7 @@ Strategy parse_strategy(std::string_view text) {
     else if (key == "overlap") s.overlap = on_off(key, value);
     else if (key == "p2p_overlap") s.p2p_overlap = on_off(key, value);
     else if (key == "contention") s.contention = on_off(key, value);
+    else if (key == "capacity_factor") s.capacity_factor = capacity(key, value);
     else if (key == "dtype") {
       auto d = hw::parse_dtype(value);
       if (!d) fail(key, fmt::format("expected one of fp32, tf32, fp16, bf16, fp8, fp4, got \"{}\"", value));
@@ -297,6 +307,9 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
       fail("cp", fmt::format("expected a divisor of the sequence length {}, got {}", graph.seq_len, s.cp));
     }
     if (s.ep > 1 && t.experts == 0) fail("ep", fmt::format("expert parallelism needs an MoE model; {} is dense", graph.name));
+    if (s.capacity_factor > 0 && t.experts == 0) {
+      fail("capacity_factor", fmt::format("a capacity factor sizes MoE experts; {} is dense", graph.name));
+    }
     if (s.ep > 1 && t.experts % s.ep != 0) {
       fail("ep", fmt::format("expected a divisor of the model's {} experts, got {}", t.experts, s.ep));
     }

@@ -44,6 +44,11 @@ struct Strategy {
   int pp = 1;
   int cp = 1;    ///< context parallelism: the sequence split over cp ranks (ring attention)
   int ep = 1;    ///< expert parallelism: MoE experts sharded over ep ranks
+  /// MoE capacity factor (Megatron-Core --moe-expert-capacity-factor with
+  /// padding to capacity): each expert computes capacity_factor times its
+  /// even share of the routed tokens, dropping the excess; 0: dropless and
+  /// perfectly balanced.
+  double capacity_factor = 0;
   int gpus = 0;  ///< GPUs to use; 0: all of the cluster's when dp is 0, else dp*tp*pp
   int mbs = 1;   ///< micro-batch size, samples
   int gbs = 0;   ///< global batch, samples; 0: dp*mbs*accumulation
