@@ -118,9 +118,21 @@ TEST(CliCompare, ExitCodesFollowTheTolerance) {
   const ScratchDir scratch;
   const std::string a = scratch.file("a.json"), b = scratch.file("b.json");
   ASSERT_EQ(run_dtsim("simulate --model llama2-7b --cluster dgx-h100 --strategy zero2 --json > " + a).exit_code, 0);
-  ASSERT_EQ(run_dtsim("simulate --model llama2-7b --cluster dgx-h100 --strategy zero2,bucket=50MiB --json > " + b).exit_code, 0);
+  ASSERT_EQ(run_dtsim("simulate --model llama2-7b --cluster dgx-h100 --strategy zero2,overlap=off --json > " + b).exit_code, 0);
   EXPECT_EQ(run_dtsim("compare " + a + " " + a).exit_code, 0);
-  EXPECT_EQ(run_dtsim("compare " + a + " " + b + " --tolerance 50%").exit_code, 1);  // the strategy differs
+  // The strategy string differs: reported, not failed; the numbers are judged.
+  EXPECT_EQ(run_dtsim("compare " + a + " " + b + " --tolerance 50% --fields step_time_s,memory").exit_code, 0);
+  EXPECT_EQ(run_dtsim("compare " + a + " " + b + " --tolerance 50%").exit_code, 1);  // exposed dp comm grew 175%
+  EXPECT_EQ(run_dtsim("compare " + a + " " + b + " --tolerance 0 --fields step_time_s").exit_code, 1);
+  // A CI job's outputs: JSON on stdout, a Markdown summary appended to a file.
+  const std::string md = scratch.file("summary.md");
+  CliResult j = run_dtsim("compare " + a + " " + b + " --tolerance 0 --fields step_time_s --json --markdown " + md);
+  EXPECT_EQ(j.exit_code, 1);
+  EXPECT_FALSE(nlohmann::json::parse(j.out)["passed"].get<bool>());
+  std::ifstream summary(md);
+  std::string first_line;
+  std::getline(summary, first_line);
+  EXPECT_EQ(first_line, "### dtsim compare: **regressed**");
   expect_one_line("compare " + a + " " + kInputs + "h100_profile.json",
                   kInputs + "h100_profile.json: /schema: expected a dtsim report (\"schema\": \"dtsim.report/1\"), as "
                             "simulate --json writes");
@@ -189,4 +201,11 @@ TEST(CliErrors, LaunchConfigsAreOneAtATimeAndTheStrategyOnlyOverridesKeys) {
   expect_one_line("simulate -m llama2-7b -c dgx-h100 --megatron-args \"--tensor-model-parallel-size 2\" -s fsdp",
                   "--strategy: a launch config sets the strategy; --strategy may only override keys, not name a preset");
   expect_one_line("simulate -m llama2-7b -c dgx-h100", "--strategy: expected a strategy (or --megatron-args, --deepspeed-config)");
+}
+
+TEST(CliErrors, CompareFieldsThatCannotBeReadAreOneLine) {
+  const std::string golden = std::string(DTSIM_SOURCE_DIR) + "/tests/golden/gpt3-1.3b_dgx-a100x4_ddp.json";
+  // The golden file is {"args", "report"}: not a report itself; the --fields error comes first.
+  expect_one_line("compare " + golden + " " + golden + " --fields step_time_s=fast",
+                  "--fields: expected field=tolerance like step_time_s=2%, got \"step_time_s=fast\"");
 }

@@ -49,6 +49,9 @@ struct CompareOptions {
   std::string before;
   std::string after;
   std::string tolerance = "5%";
+  std::string fields;                 ///< gated fields, "step_time_s=2%,memory/peak_bytes"; empty: all
+  bool json = false;
+  std::optional<std::string> markdown;  ///< a file for the Markdown summary ($GITHUB_STEP_SUMMARY)
 };
 
 void add_compare(CLI::App& app, CompareOptions& options);
