@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-300}"
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(workload hf_config cluster strategy quantity profile report)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(workload hf_config cluster strategy quantity profile report launch_config)
 [ -f build-fuzz/build.ninja ] || CC=clang CXX=clang++ meson setup build-fuzz -Dfuzz=enabled -Dtests=disabled \
   -Dbench=disabled -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=false
 meson compile -C build-fuzz $(printf 'fuzz_%s ' "${harnesses[@]}")

@@ -222,6 +222,9 @@ TransformerConfig deepseek(core::JsonReader& r, const LoadOptions& options) {
     c.top_k = r.count("num_experts_per_tok", kMaxExperts);
     c.ffn_hidden = r.count("moe_intermediate_size", kMaxFfnHidden);
     c.shared_ffn = present(r, "n_shared_experts") ? r.count("n_shared_experts", kMaxExperts) * c.ffn_hidden : 0;
+    if (c.shared_ffn > kMaxFfnHidden) {
+      r.fail("n_shared_experts", fmt::format("expected shared experts of at most {} in all, got {}", kMaxFfnHidden, c.shared_ffn));
+    }
     c.first_dense = present(r, "first_k_dense_replace") ? r.integer("first_k_dense_replace") : 0;
     if (c.first_dense < 0 || c.first_dense > c.layers) {
       r.fail("first_k_dense_replace", fmt::format("expected 0 to {} dense first blocks, got {}", c.layers, c.first_dense));

@@ -211,7 +211,15 @@ LaunchStrategy from_deepspeed_config(const nlohmann::json& config, const std::st
       add(out, fmt::format("accumulation={}", count(value, pointer)));
       out.mapped.push_back(fmt::format("{} -> accumulation", key));
     } else if (key == "bf16" || key == "fp16") {
-      if (value.is_object() && value.value("enabled", false) == true) {
+      if (!value.is_object()) throw core::InputError(file, pointer, "expected an object like {\"enabled\": true}");
+      const auto enabled = value.find("enabled");
+      if (enabled != value.end() && !enabled->is_boolean() && !(enabled->is_string() && *enabled == "auto")) {
+        throw core::InputError(file, pointer + "/enabled", fmt::format("expected true or false, got {}", enabled->dump()));
+      }
+      if (enabled != value.end() && enabled->is_string()) {
+        throw core::InputError(file, pointer + "/enabled", "is \"auto\" (set by the HF Trainer at launch): give true or false");
+      }
+      if (enabled != value.end() && enabled->get<bool>()) {
         add(out, "dtype=" + key);
         out.mapped.push_back(fmt::format("{}.enabled -> dtype={}", key, key));
       }
@@ -225,7 +233,8 @@ LaunchStrategy from_deepspeed_config(const nlohmann::json& config, const std::st
           add(out, fmt::format("zero={}", stage));
           out.mapped.push_back(fmt::format("zero_optimization.stage -> zero={}", stage));
         } else if (zkey == "overlap_comm") {
-          const bool on = zvalue.is_boolean() && zvalue.get<bool>();
+          if (!zvalue.is_boolean()) throw core::InputError(file, zpointer, fmt::format("expected true or false, got {}", zvalue.dump()));
+          const bool on = zvalue.get<bool>();
           add(out, on ? "overlap=on" : "overlap=off");
           out.mapped.push_back(fmt::format("zero_optimization.overlap_comm -> overlap={}", on ? "on" : "off"));
         } else if (zkey == "reduce_bucket_size") {
@@ -236,7 +245,8 @@ LaunchStrategy from_deepspeed_config(const nlohmann::json& config, const std::st
           add(out, fmt::format("bucket={:.0f} B", zvalue.get<double>() * 2));
           out.mapped.push_back("zero_optimization.reduce_bucket_size -> bucket (x 2 bytes)");
         } else if (zkey == "offload_optimizer" || zkey == "offload_param") {
-          const bool off = zvalue.is_object() && zvalue.value("device", std::string("none")) == "none";
+          const auto device = zvalue.is_object() ? zvalue.find("device") : zvalue.end();
+          const bool off = zvalue.is_object() && (device == zvalue.end() || (device->is_string() && *device == "none"));
           (off ? out.ignored : out.not_modelled).push_back("zero_optimization." + zkey + (off ? " (device none)" : ""));
         } else {
           out.ignored.push_back("zero_optimization." + zkey);
