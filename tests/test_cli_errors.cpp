@@ -209,3 +209,23 @@ TEST(CliErrors, CompareFieldsThatCannotBeReadAreOneLine) {
   expect_one_line("compare " + golden + " " + golden + " --fields step_time_s=fast",
                   "--fields: expected field=tolerance like step_time_s=2%, got \"step_time_s=fast\"");
 }
+
+TEST(CliHelp, SimulateListsEveryStrategyKeyTheParserKnows) {
+  CliResult help = run_dtsim("simulate --help");
+  ASSERT_EQ(help.exit_code, 0);
+  const auto at = help.out.find("Keys: ");
+  ASSERT_NE(at, std::string::npos) << help.out;
+  std::string keys = help.out.substr(at + 6, help.out.find('\n', at) - at - 6);
+  int listed = 0;
+  for (std::size_t start = 0; start < keys.size();) {
+    std::size_t end = keys.find(", ", start);
+    const std::string key = keys.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    start = end == std::string::npos ? keys.size() : end + 2;
+    // The parser knows it: a bad value is about the value, never "unknown key".
+    CliResult r = run_dtsim("simulate -m tiny-gpt -c dgx-h100 -s " + key + "=?", true);
+    EXPECT_EQ(r.exit_code, 2) << key;
+    EXPECT_EQ(r.out.find("unknown key"), std::string::npos) << key << ": " << r.out;
+    ++listed;
+  }
+  EXPECT_GE(listed, 33);
+}

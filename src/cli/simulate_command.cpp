@@ -12,6 +12,7 @@
 #include "dtsim/driver/simulation.hpp"
 #include "dtsim/core/json_reader.hpp"
 #include "dtsim/plan/launch_config.hpp"
+#include "dtsim/plan/strategy.hpp"
 #include "dtsim/report/html_writer.hpp"
 #include "dtsim/report/writers.hpp"
 
@@ -24,7 +25,8 @@ void add_simulate(CLI::App& app, SimulateOptions& o) {
       ->required();
   cmd->add_option("--cluster,-c", o.cluster, "cluster: a bundled name or a path")->required();
   cmd->add_option("--strategy,-s", o.strategy,
-                  "preset and/or key=value,... (dtsim list shows the keys); with a launch config, keys that override it");
+                  "preset and/or key=value,...; with a launch config, keys that override it. Keys: " +
+                      std::string(plan::strategy_keys()));
   cmd->add_option("--megatron-args", o.megatron_args,
                   "the strategy from Megatron-LM's arguments (\"--tensor-model-parallel-size 8 ...\", or @file)");
   cmd->add_option("--deepspeed-config", o.deepspeed_config, "the strategy from a DeepSpeed config (ds_config.json)");
