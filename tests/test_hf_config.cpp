@@ -188,3 +188,13 @@ TEST(WorkloadJson, LatentAttentionAndDenseFirstBlocksMatchTheirConfigJson) {
   EXPECT_TRUE(has(hf.layers[2], "moe.router"));
   EXPECT_TRUE(has(hf.layers[1], "attn.kv_down"));
 }
+
+TEST(WorkloadJson, AHeadSizeThatMakesProjectionsAbsurdIsOneLine) {
+  try {
+    load(R"({"name": "x", "kind": "transformer", "layers": 2, "hidden": 1024, "heads": 65536, "head_dim": 1048576,
+        "vocab": 1000, "seq_len": 128})");
+    FAIL();
+  } catch (const core::InputError& e) {
+    EXPECT_STREQ(e.what(), "config.json: /heads: expected heads x head size of at most 1048576, got 65536 x 1048576");
+  }
+}

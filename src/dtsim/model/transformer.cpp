@@ -14,14 +14,17 @@ Op gemm_op(std::string name, TensorSplit split, GemmShape shape) {
   op.kind = OpKind::kGemm;
   op.split = split;
   op.gemm = shape;
-  double flops = 2.0 * static_cast<double>(shape.batch * shape.m * shape.n * shape.k);
+  // In doubles: the largest shapes a file may give overflow a 64-bit product.
+  const double b = static_cast<double>(shape.batch), m = static_cast<double>(shape.m), n = static_cast<double>(shape.n),
+               k = static_cast<double>(shape.k);
+  double flops = 2.0 * b * m * n * k;
   op.forward_flops = Flops(flops);
   op.backward_flops = Flops(2 * flops);
   // Activations in and out per sample; the weight (k x n) once per micro-batch.
-  const double moved = static_cast<double>(shape.batch * (shape.m * shape.k + shape.m * shape.n));
+  const double moved = b * (m * k + m * n);
   op.forward_elements_moved = moved;
   op.backward_elements_moved = 2 * moved;
-  op.weight_elements_moved = static_cast<double>(shape.batch * shape.k * shape.n);
+  op.weight_elements_moved = b * k * n;
   return op;
 }
 
@@ -136,7 +139,7 @@ void add_attention(Layer& layer, const TransformerConfig& c, std::int64_t window
   core.kind = OpKind::kAttention;
   core.causal = c.causal;
   core.window = window;
-  const double scores = static_cast<double>(a * s * s);
+  const double scores = static_cast<double>(a) * static_cast<double>(s) * static_cast<double>(s);
   // Q, K, V in and the output out; the per-head "weights" of gemm_op are activations here.
   core.forward_elements_moved = 4.0 * sq;
   core.backward_elements_moved = 8.0 * sq;

@@ -1,5 +1,7 @@
 #include "dtsim/model/transformer_checks.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace dtsim::model {
@@ -8,6 +10,11 @@ void check_transformer(const TransformerConfig& c, const core::JsonReader& r, co
                        const char* kv_heads_key) {
   if (c.head_dim == 0 && c.hidden % c.heads != 0) {
     r.fail(heads_key, fmt::format("expected a divisor of hidden size {}, got {}", c.hidden, c.heads));
+  }
+  // A head size of its own may not make the projections wider than any model's (products stay exact).
+  if (c.head_dim > 0 && c.heads * std::max(c.head_dim, c.v_head_dim) > kMaxHidden) {
+    r.fail(heads_key, fmt::format("expected heads x head size of at most {}, got {} x {}", kMaxHidden, c.heads,
+                                  std::max(c.head_dim, c.v_head_dim)));
   }
   if (c.heads % c.kv_heads != 0) {
     r.fail(kv_heads_key, fmt::format("expected a divisor of {} attention heads, got {}", c.heads, c.kv_heads));
