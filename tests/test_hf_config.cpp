@@ -118,7 +118,8 @@ TEST(HfConfig, ShapesThatCostTimeComeFromTheFile) {
   for (const model::Op& op : moe.layers[1].ops) shared = shared || op.name == "moe.shared.gate_up";
   EXPECT_TRUE(shared);
   // BERT attends both ways.
-  for (const model::Op& op : model::load_workload(hf_dir() + "bert-base-uncased/config.json").layers[1].ops) {
+  const model::Graph bert = model::load_workload(hf_dir() + "bert-base-uncased/config.json");  // alive for the loop
+  for (const model::Op& op : bert.layers[1].ops) {
     if (op.kind == model::OpKind::kAttention) {
       EXPECT_FALSE(op.causal);
     }
