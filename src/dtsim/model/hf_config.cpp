@@ -130,19 +130,11 @@ TransformerConfig gpt2(core::JsonReader& r, const LoadOptions& options) {
   return c;
 }
 
+// GPT-NeoX and Pythia: Llama's key names, a GeLU MLP, LayerNorm, biases.
 TransformerConfig gpt_neox(core::JsonReader& r, const LoadOptions& options) {
-  TransformerConfig c;
-  c.layers = r.count("num_hidden_layers", kMaxLayers);
-  c.hidden = r.count("hidden_size", kMaxHidden);
-  c.heads = r.count("num_attention_heads", kMaxHeads);
-  c.kv_heads = c.heads;
-  c.ffn_hidden = r.count("intermediate_size", kMaxFfnHidden);
-  c.vocab = r.count("vocab_size", kMaxVocab);
-  set_seq_len(c, r, options, "max_position_embeddings");
+  TransformerConfig c = llama_keys(r, options);
   c.mlp = MlpKind::kGelu;
   c.norm = NormKind::kLayerNorm;
-  c.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
-  c.learned_positions = false;
   c.linear_bias = true;
   return c;
 }
@@ -177,14 +169,7 @@ TransformerConfig falcon(core::JsonReader& r, const LoadOptions& options) {
 // BERT and RoBERTa: a post-norm encoder (every token sees every other), learned
 // positions and token types, biases everywhere, the masked-LM head.
 TransformerConfig bert(core::JsonReader& r, const LoadOptions& options) {
-  TransformerConfig c;
-  c.layers = r.count("num_hidden_layers", kMaxLayers);
-  c.hidden = r.count("hidden_size", kMaxHidden);
-  c.heads = r.count("num_attention_heads", kMaxHeads);
-  c.kv_heads = c.heads;
-  c.ffn_hidden = r.count("intermediate_size", kMaxFfnHidden);
-  c.vocab = r.count("vocab_size", kMaxVocab);
-  set_seq_len(c, r, options, "max_position_embeddings");
+  TransformerConfig c = llama_keys(r, options);
   c.mlp = MlpKind::kGelu;
   c.norm = NormKind::kLayerNorm;
   c.tied_embeddings = true;
@@ -200,23 +185,14 @@ TransformerConfig bert(core::JsonReader& r, const LoadOptions& options) {
 // DeepSeek-V2/V3: multi-head latent attention, fine-grained routed experts
 // with shared ones, and dense first blocks.
 TransformerConfig deepseek(core::JsonReader& r, const LoadOptions& options) {
-  TransformerConfig c;
-  c.layers = r.count("num_hidden_layers", kMaxLayers);
-  c.hidden = r.count("hidden_size", kMaxHidden);
-  c.heads = r.count("num_attention_heads", kMaxHeads);
+  TransformerConfig c = llama_keys(r, options);
   c.kv_heads = c.heads;  // MLA gives every head its own keys and values
-  c.vocab = r.count("vocab_size", kMaxVocab);
-  set_seq_len(c, r, options, "max_position_embeddings");
-  c.mlp = MlpKind::kSwiGlu;
-  c.norm = NormKind::kRmsNorm;
-  c.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
-  c.learned_positions = false;
   c.q_lora_rank = present(r, "q_lora_rank") ? r.count("q_lora_rank", kMaxHidden) : 0;
   c.kv_lora_rank = r.count("kv_lora_rank", kMaxHidden);
   c.qk_rope_dim = r.count("qk_rope_head_dim", kMaxHidden);
   c.head_dim = r.count("qk_nope_head_dim", kMaxHidden) + c.qk_rope_dim;
   c.v_head_dim = r.count("v_head_dim", kMaxHidden);
-  c.dense_ffn = r.count("intermediate_size", kMaxFfnHidden);
+  c.dense_ffn = c.ffn_hidden;  // intermediate_size: the dense first blocks'
   if (present(r, "n_routed_experts")) {
     c.experts = r.count("n_routed_experts", kMaxExperts);
     c.top_k = r.count("num_experts_per_tok", kMaxExperts);
@@ -229,8 +205,6 @@ TransformerConfig deepseek(core::JsonReader& r, const LoadOptions& options) {
     if (c.first_dense < 0 || c.first_dense > c.layers) {
       r.fail("first_k_dense_replace", fmt::format("expected 0 to {} dense first blocks, got {}", c.layers, c.first_dense));
     }
-  } else {
-    c.ffn_hidden = c.dense_ffn;
   }
   return c;
 }
