@@ -49,6 +49,8 @@ TEST(LaunchConfig, MegatronFlagsAndTheirInteractions) {
             "framework=megatron,tp=2,cp=2,ep=4,dtype=fp8,zero=1,overlap=on,param_overlap=on,tp_overlap=on,sp=on,"
             "recompute=full,pipeline_split=balanced");
   EXPECT_TRUE(contains(l.not_modelled, "--recompute-method"));
+  // FP8 GEMMs over a bf16 model, whichever flag comes first.
+  EXPECT_EQ(plan::from_megatron_args("--fp8-format hybrid --bf16", "args").strategy, "framework=megatron,dtype=fp8,overlap=off");
   EXPECT_NO_THROW(plan::parse_strategy(l.strategy));
 }
 

@@ -136,10 +136,6 @@ LaunchStrategy from_megatron_args(std::string_view args, const std::string& sour
       out.mapped.push_back(fmt::format("{} {} -> {}={}", key, value, it->second, n));
     } else if (auto flag = megatron_flags().find(key); flag != megatron_flags().end()) {
       if (flag->second == "overlap=on") overlap = true;
-      if (key == "--account-for-loss-in-pipeline-split" && values.count("--account-for-embedding-in-pipeline-split")) {
-        out.mapped.push_back(fmt::format("{} -> (with the embedding's) pipeline_split=balanced", key));
-        continue;
-      }
       add(out, flag->second);
       out.mapped.push_back(fmt::format("{} -> {}", key, flag->second));
     } else if (key == "--recompute-granularity") {
@@ -149,8 +145,7 @@ LaunchStrategy from_megatron_args(std::string_view args, const std::string& sour
       add(out, "recompute=" + value);
       out.mapped.push_back(fmt::format("{} {} -> recompute={}", key, value, value));
     } else if (key == "--fp8-format") {
-      fp8 = true;
-      add(out, "dtype=fp8");
+      fp8 = true;  // added last, so that it wins over --bf16 / --fp16 (the model's dtype under FP8 GEMMs)
       out.mapped.push_back(fmt::format("{} {} -> dtype=fp8", key, value));
     } else if (key == "--seq-length") {
       out.seq_len = positive_int(value, source, "/seq-length");
@@ -168,19 +163,10 @@ LaunchStrategy from_megatron_args(std::string_view args, const std::string& sour
     add(out, "overlap=off");
     out.mapped.push_back("(no --overlap-grad-reduce) -> overlap=off");
   }
-  if (fp8 && (values.count("--bf16") || values.count("--fp16"))) {
-    // --fp8-format runs the GEMMs in FP8 over a bf16/fp16 model: the later dtype key would clash.
-    std::string s;
-    for (std::string_view rest = out.strategy; !rest.empty();) {
-      const auto comma = rest.find(',');
-      std::string_view item = rest.substr(0, comma);
-      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-      if (item == "dtype=bf16" || item == "dtype=fp16") continue;
-      s += (s.empty() ? "" : ",") + std::string(item);
-    }
-    out.strategy = s;
-  }
-  out.strategy = merge_strategies(out.strategy, "");  // argparse keeps the last of a repeated setting
+  if (fp8) add(out, "dtype=fp8");
+  // Settings given twice (--recompute-activations and --recompute-granularity,
+  // the two pipeline-split flags, --bf16 under --fp8-format): the last wins.
+  out.strategy = merge_strategies(out.strategy, "");
   return out;
 }
 
@@ -197,7 +183,6 @@ LaunchStrategy from_deepspeed_config(const nlohmann::json& config, const std::st
     }
     return v.get<int>();
   };
-  bool has_gbs = false;
   for (const auto& [key, value] : config.items()) {
     const std::string pointer = "/" + key;
     if (key == "train_micro_batch_size_per_gpu") {
@@ -206,7 +191,6 @@ LaunchStrategy from_deepspeed_config(const nlohmann::json& config, const std::st
     } else if (key == "train_batch_size") {
       add(out, fmt::format("gbs={}", count(value, pointer)));
       out.mapped.push_back(fmt::format("{} -> gbs", key));
-      has_gbs = true;
     } else if (key == "gradient_accumulation_steps") {
       add(out, fmt::format("accumulation={}", count(value, pointer)));
       out.mapped.push_back(fmt::format("{} -> accumulation", key));
@@ -258,10 +242,6 @@ LaunchStrategy from_deepspeed_config(const nlohmann::json& config, const std::st
     } else {
       out.ignored.push_back(key);
     }
-  }
-  if (has_gbs && config.contains("gradient_accumulation_steps") && config.contains("train_micro_batch_size_per_gpu")) {
-    // DeepSpeed checks train_batch_size = micro-batch x accumulation x data-parallel ranks; so does resolve.
-    out.mapped.push_back("(train_batch_size, micro-batch and accumulation are checked against the GPUs)");
   }
   return out;
 }
