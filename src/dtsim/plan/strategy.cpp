@@ -88,21 +88,19 @@ void resolve_attention_kernel(Strategy& s, const hw::Device& device) {
 void check_stage_layers(const Strategy& s, std::int64_t blocks) {
   const std::int64_t stages = std::int64_t{s.pp} * s.vpp;
   const bool first = s.first_stage_layers >= 0, last = s.last_stage_layers >= 0;
-  if ((first || last) && stages == 1) {
-    fail(first ? "first_stage_layers" : "last_stage_layers", "needs more than one pipeline stage (pp or vpp > 1)");
-  }
+  // The key an error names: the fixed end the user gave, else the degree that made too many stages.
+  const char* key = first ? "first_stage_layers" : last ? "last_stage_layers" : s.vpp > 1 ? "vpp" : "pp";
+  if ((first || last) && stages == 1) fail(key, "needs more than one pipeline stage (pp or vpp > 1)");
   const std::int64_t fixed = (first ? s.first_stage_layers : 0) + (last ? s.last_stage_layers : 0);
   const std::int64_t free_stages = stages - (first ? 1 : 0) - (last ? 1 : 0);
   if (fixed > blocks || (free_stages == 0 && fixed != blocks)) {
-    fail(first ? "first_stage_layers" : "last_stage_layers",
-         fmt::format("first and last stages hold {} of the model's {} blocks; the stages between hold the rest, at least "
-                     "one each",
-                     fixed, blocks));
+    fail(key, fmt::format("first and last stages hold {} of the model's {} blocks; the stages between hold the rest, "
+                          "at least one each",
+                          fixed, blocks));
   }
   if (blocks - fixed < free_stages) {
-    fail(first || last ? (first ? "first_stage_layers" : "last_stage_layers") : (s.vpp > 1 ? "vpp" : "pp"),
-         fmt::format("expected at most {} blocks' worth of stages: {} stages (pp*vpp = {}*{}) for {} blocks{}",
-                     blocks, stages, s.pp, s.vpp, blocks - fixed, fixed > 0 ? " left by the first and last" : ""));
+    fail(key, fmt::format("expected at most {} blocks' worth of stages: {} stages (pp*vpp = {}*{}) for {} blocks{}", blocks,
+                          stages, s.pp, s.vpp, blocks - fixed, fixed > 0 ? " left by the first and last" : ""));
   }
 }
 
