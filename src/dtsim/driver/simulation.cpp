@@ -49,17 +49,17 @@ std::map<std::pair<net::CollectiveOp, int>, core::LinearFit> measured_collective
   return out;
 }
 
+// The cluster's own device, from the catalog or described in its file.
 hw::Profile load_checked_profile(const std::string& path, const topo::Cluster& cluster) {
-  hw::DeviceCatalog catalog;
   hw::Profile profile = hw::load_profile(path);
-  const hw::Device* device = catalog.find(profile.device);
-  if (!device || device->name != cluster.device().name) {
+  const hw::Device& device = cluster.device();
+  if (!hw::same_device_name(profile.device, device.name)) {
     throw core::InputError(path, "/device", fmt::format("expected a profile of the cluster's {}, got \"{}\"",
-                                                       cluster.device().name, profile.device));
+                                                       device.name, profile.device));
   }
-  if (device->needs_profile && (!profile.figures || !profile.kernels)) {
+  if (device.needs_profile && (!profile.figures || !profile.kernels)) {
     throw core::InputError(path, "/kernels", fmt::format("a profile of the {} needs device_figures and kernels "
-                                                         "(dtsim-calibrate writes both)", device->name));
+                                                         "(dtsim-calibrate writes both)", device.name));
   }
   return profile;
 }

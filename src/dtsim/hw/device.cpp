@@ -11,15 +11,12 @@
 #include "dtsim/hw/profile.hpp"
 
 namespace dtsim::hw {
-namespace {
 
-bool iequal(std::string_view a, std::string_view b) {
+bool same_device_name(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
          });
 }
-
-}  // namespace
 
 std::string_view to_string(Dtype dtype) {
   switch (dtype) {
@@ -56,7 +53,7 @@ Device DeviceCatalog::with_kernel_figures(const Device& datasheet) const {
   const std::filesystem::path file = profiles_ / (d.name + ".json");
   if (!std::filesystem::is_regular_file(file)) return d;
   Profile profile = load_profile(file);
-  if (!iequal(profile.device, d.name)) {
+  if (!same_device_name(profile.device, d.name)) {
     throw core::InputError(file.string(), "/device", fmt::format("expected \"{}\" (the file's name), got \"{}\"",
                                                                 d.name, profile.device));
   }
@@ -66,7 +63,7 @@ Device DeviceCatalog::with_kernel_figures(const Device& datasheet) const {
 
 const Device* DeviceCatalog::find(std::string_view name) const {
   for (const Device& d : devices_) {
-    if (iequal(d.name, name)) return &d;
+    if (same_device_name(d.name, name)) return &d;
   }
   return nullptr;
 }

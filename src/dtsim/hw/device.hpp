@@ -20,6 +20,8 @@ inline constexpr std::array<Dtype, kDtypeCount> kAllDtypes = {Dtype::kFp32, Dtyp
 
 std::string_view to_string(Dtype dtype);
 std::optional<Dtype> parse_dtype(std::string_view text);
+/// Device names compare without case ("h100-sxm" is the H100-SXM).
+bool same_device_name(std::string_view a, std::string_view b);
 /// Bytes per activation and gradient element: fp8 training keeps activations in 16 bits.
 double activation_bytes(Dtype dtype);
 
