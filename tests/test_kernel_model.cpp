@@ -151,6 +151,50 @@ TEST(KernelModel, CausalAttentionComputesHalfAndFp8GemmsRunAtTheirOwnRate) {
   EXPECT_NEAR(skinny, 4e-6 + 8192.0 * 8192 * 2 / (3.35e12 * 0.9), 2e-6);
 }
 
+// A training step holds the device at its power limit: its tensor-core
+// kernels run at the held share of their burst rate that the device's matmul
+// measurements give (H200: 755 of 850 TFLOP/s; the H100 is the same die at
+// the same 700 W), its streaming kernels at their own rate.
+TEST(KernelModel, SustainedClocksSlowTensorCoreKernelsByTheMeasuredShare) {
+  hw::DeviceCatalog catalog;
+  const hw::Device h100 = catalog.with_kernel_figures(*catalog.find("H100-SXM"));
+  const hw::KernelModel burst(h100, h100.kernel_figures, hw::Clocks::kBurst);
+  const hw::KernelModel held(h100, h100.kernel_figures, hw::Clocks::kSustained);
+  ASSERT_TRUE(h100.kernel_figures->sustained.has_value());
+  EXPECT_NEAR(held.held_fraction(), 755.0 / 850.0, 1e-12);
+  const double launch = h100.kernel_figures->gemm_launch.value();
+  const model::GemmShape big{8192, 8192, 8192, 1};
+  EXPECT_NEAR((held.gemm(big, hw::Dtype::kBf16, 2).value() - launch) /
+                  (burst.gemm(big, hw::Dtype::kBf16, 2).value() - launch),
+              850.0 / 755.0, 1e-9);
+  const hw::AttentionKernel* fa3 = h100.kernel_figures->find_attention("flash3");
+  ASSERT_NE(fa3, nullptr);
+  EXPECT_NEAR((held.attention(*fa3, 64, 8192, 128, true, true).value() - launch) /
+                  (burst.attention(*fa3, 64, 8192, 128, true, true).value() - launch),
+              850.0 / 755.0, 1e-9);
+  EXPECT_DOUBLE_EQ(held.stream(core::Bytes(1e9)).value(), burst.stream(core::Bytes(1e9)).value());
+  // The anchor stays the burst that was measured.
+  EXPECT_DOUBLE_EQ(held.anchor_rate(hw::Dtype::kBf16).value(), burst.anchor_rate(hw::Dtype::kBf16).value());
+  // A device without a sustained measurement keeps its burst rate.
+  const hw::Device v100 = catalog.with_kernel_figures(*catalog.find("V100-SXM2-32GB"));
+  EXPECT_EQ(hw::KernelModel(v100, v100.kernel_figures, hw::Clocks::kSustained).held_fraction(), 1.0);
+}
+
+TEST(KernelModel, AHeldRateAboveTheBurstIsOneLineNamingTheField) {
+  nlohmann::json p = nlohmann::json::parse(R"({"schema": "dtsim.profile/1", "device": "H100-SXM",
+    "kernel_model": {"sms": 132, "gemm": {"tiles": [{"m": 128, "n": 256, "efficiency": 1.0}], "pipeline_k": 128,
+    "launch": "4 us", "anchors": [{"dtype": "bf16", "rate": "794.5 TFLOP/s", "m": 2048, "n": 2048, "k": 13312,
+    "source": "x"}], "source": "x"}, "memory": {"fraction": 0.9, "launch": "2 us", "source": "x"},
+    "sustained": {"burst": "850 TFLOP/s", "held": "900 TFLOP/s", "source": "x"}}})");
+  try {
+    hw::parse_profile(p, "bad.json");
+    FAIL() << "accepted a held rate above the burst";
+  } catch (const core::InputError& e) {
+    EXPECT_STREQ(e.what(), "bad.json: /kernel_model/sustained/held: expected a positive figure no higher than burst "
+                           "(850 TFLOP/s), got 900 TFLOP/s");
+  }
+}
+
 TEST(KernelModel, ABadFigureIsOneLineNamingTheField) {
   nlohmann::json p = nlohmann::json::parse(R"({"schema": "dtsim.profile/1", "device": "H100-SXM",
     "kernel_model": {"sms": 132, "gemm": {"tiles": [{"m": 128, "n": 256, "efficiency": 1.5}], "pipeline_k": 128,

@@ -26,7 +26,8 @@ CostModel::CostModel(Device device, Efficiency efficiency, std::shared_ptr<const
                      std::string attention_kernel)
     : device_(std::move(device)), efficiency_(efficiency), measured_(std::move(measured)) {
   if (measured_ || !device_.kernel_figures) return;
-  kernels_ = std::make_shared<const KernelModel>(device_, device_.kernel_figures);
+  // A training step holds the device at its power limit: sustained clocks.
+  kernels_ = std::make_shared<const KernelModel>(device_, device_.kernel_figures, Clocks::kSustained);
   attention_ = device_.kernel_figures->find_attention(attention_kernel);
 }
 

@@ -41,6 +41,31 @@ AttentionKernel read_attention(core::JsonReader k) {
   return out;
 }
 
+// Either the two rates a matmul benchmark measured on the device (or its
+// twin), or the two clocks the vendor states.
+SustainedRate read_sustained(core::JsonReader s) {
+  double burst = 0, held = 0;
+  std::string burst_key = "burst", held_key = "held", unit = "MHz";
+  if (s.has("burst_clock_mhz")) {
+    burst_key = "burst_clock_mhz";
+    held_key = "held_clock_mhz";
+    burst = s.number(burst_key);
+    held = s.number(held_key);
+  } else {
+    burst = s.flop_rate(burst_key).value() / 1e12;
+    held = s.flop_rate(held_key).value() / 1e12;
+    unit = "TFLOP/s";
+  }
+  if (!(burst > 0)) s.fail(burst_key, fmt::format("expected a positive figure, got {:g} {}", burst, unit));
+  if (!(held > 0 && held <= burst)) {
+    s.fail(held_key, fmt::format("expected a positive figure no higher than {} ({:g} {}), got {:g} {}", burst_key,
+                                 burst, unit, held, unit));
+  }
+  SustainedRate out{held / burst, s.string("source")};
+  s.finish();
+  return out;
+}
+
 }  // namespace
 
 KernelFigures read_kernel_figures(core::JsonReader r) {
@@ -91,6 +116,7 @@ KernelFigures read_kernel_figures(core::JsonReader r) {
     f.pytorch_attention = known("pytorch");
     attention->finish();
   }
+  if (auto sustained = r.optional_object("sustained")) f.sustained = read_sustained(std::move(*sustained));
   r.finish();
   return f;
 }

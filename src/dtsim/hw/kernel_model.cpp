@@ -50,8 +50,9 @@ std::string KernelFigures::attention_names() const {
   return out.empty() ? "none" : out;
 }
 
-KernelModel::KernelModel(const Device& device, std::shared_ptr<const KernelFigures> figures)
+KernelModel::KernelModel(const Device& device, std::shared_ptr<const KernelFigures> figures, Clocks clocks)
     : device_(device), figures_(std::move(figures)) {
+  if (clocks == Clocks::kSustained && figures_->sustained) held_fraction_ = figures_->sustained->held_fraction;
   // Anchor each measured dtype: the model must take the measured time, launch
   // included, at the measured shape. Dtypes without a measurement take the
   // 16-bit anchor's share of the datasheet peak (the same kernels on the same SMs).
@@ -104,7 +105,8 @@ core::FlopsPerSecond KernelModel::anchor_rate(Dtype dtype) const {
     if (a.dtype == Dtype::kBf16 || a.dtype == Dtype::kFp16) {
       const double flops = 2.0 * static_cast<double>(a.shape.m) * static_cast<double>(a.shape.n) *
                            static_cast<double>(a.shape.k) * static_cast<double>(a.shape.batch);
-      return core::FlopsPerSecond(flops / gemm(a.shape, dtype, operand_bytes(dtype)).value());
+      const KernelModel burst(device_, figures_, Clocks::kBurst);
+      return core::FlopsPerSecond(flops / burst.gemm(a.shape, dtype, operand_bytes(dtype)).value());
     }
   }
   return core::FlopsPerSecond(0);
@@ -116,7 +118,8 @@ core::Seconds KernelModel::gemm(const model::GemmShape& shape, Dtype dtype, doub
   const double rate = core_rate_[index(dtype)];
   // No shape runs faster than the best one a search over shapes found.
   const double flops = 2.0 * m * n * k * batch;
-  const double compute = rate > 0 ? std::max(tile_work(shape) / rate, flops / ceiling_[index(dtype)]) : 0;
+  const double compute =
+      rate > 0 ? std::max(tile_work(shape) / rate, flops / ceiling_[index(dtype)]) / held_fraction_ : 0;
   const double bytes = batch * ((m * k + k * n) * operand_bytes + m * n * 2.0);
   const double memory = bytes / (device_.hbm_bandwidth.value() * figures_->memory_fraction);
   return figures_->gemm_launch + core::Seconds(std::max(compute, memory));
@@ -134,7 +137,7 @@ core::Seconds KernelModel::attention(const AttentionKernel& a, std::int64_t head
   // Attention keeps its softmax in 16 bits even when GEMMs run in FP8 (Transformer Engine's default).
   const double peak = device_.peak_for(Dtype::kBf16).value() > 0 ? device_.peak_for(Dtype::kBf16).value()
                                                                    : device_.peak_for(Dtype::kFp16).value();
-  return figures_->gemm_launch + core::Seconds(flops / (peak * utilization));
+  return figures_->gemm_launch + core::Seconds(flops / (peak * utilization * held_fraction_));
 }
 
 core::Seconds KernelModel::stream(core::Bytes bytes) const {

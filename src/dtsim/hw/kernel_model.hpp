@@ -31,6 +31,14 @@
 ///
 /// with s_eff the keys a query block sees on average (s, or s/2 causal). The
 /// backward does 2.5x the forward's FLOPs at its own utilization.
+///
+/// Clocks. The GEMM and attention figures are measured in short benchmark
+/// loops, at the boost clock. A training step keeps the tensor cores busy for
+/// minutes, the board reaches its power limit and the SM clock settles lower:
+/// under Clocks::kSustained every tensor-core kernel runs at the held share
+/// of its burst rate that the device's `sustained` figure measured (maximum
+/// sustainable over maximum achievable matmul FLOP/s). Streaming kernels keep
+/// their rate: the HBM clock does not throttle with the SMs.
 #include <array>
 #include <memory>
 #include <optional>
@@ -68,6 +76,16 @@ struct AttentionKernel {
   std::string source;
 };
 
+/// What a saturated device holds of its boost-clock burst rate, measured.
+struct SustainedRate {
+  double held_fraction = 1.0;  ///< held / burst, of tensor-core work
+  std::string source;
+};
+
+/// A kernel as a benchmark loop times it (the boost clock), or as it runs in
+/// a training step that keeps the device at its power limit.
+enum class Clocks { kBurst, kSustained };
+
 struct KernelFigures {
   int sms = 0;
   int pipeline_k = 0;
@@ -80,6 +98,7 @@ struct KernelFigures {
   std::vector<AttentionKernel> attention;
   std::string megatron_attention;   ///< the fused kernel Megatron-Core / Transformer Engine runs here
   std::string pytorch_attention;    ///< the one PyTorch's scaled_dot_product_attention runs here
+  std::optional<SustainedRate> sustained;  ///< none measured: the burst rate is held
   std::string file;                 ///< where the figures were read
 
   /// nullptr when the device has no such kernel (FlashAttention-3 on an A100).
@@ -101,7 +120,7 @@ double keys_per_query(std::int64_t seq, bool causal, std::int64_t window);
 
 class KernelModel {
  public:
-  KernelModel(const Device& device, std::shared_ptr<const KernelFigures> figures);
+  KernelModel(const Device& device, std::shared_ptr<const KernelFigures> figures, Clocks clocks = Clocks::kBurst);
 
   /// One GEMM (m x k by k x n, `shape.batch` of them): operands of
   /// `operand_bytes` each, a 16-bit output.
@@ -116,10 +135,12 @@ class KernelModel {
   /// A streaming (memory-bound) kernel over `bytes`.
   [[nodiscard]] core::Seconds stream(core::Bytes bytes) const;
 
-  /// The GEMM rate the model was anchored to for `dtype`: measured, or derived
-  /// from the 16-bit anchor in proportion to the datasheet peaks.
+  /// The GEMM rate the model was anchored to for `dtype` (a burst): measured,
+  /// or derived from the 16-bit anchor in proportion to the datasheet peaks.
   [[nodiscard]] core::FlopsPerSecond anchor_rate(Dtype dtype) const;
   [[nodiscard]] const KernelFigures& figures() const { return *figures_; }
+  /// The share of its burst rate a tensor-core kernel runs at under these clocks.
+  [[nodiscard]] double held_fraction() const { return held_fraction_; }
 
  private:
   [[nodiscard]] double tile_work(const model::GemmShape& shape) const;  ///< FLOPs-equivalent at the per-SM rate of 1
@@ -128,6 +149,7 @@ class KernelModel {
   std::shared_ptr<const KernelFigures> figures_;
   std::array<double, kDtypeCount> core_rate_{};  ///< FLOP/s the tile model runs at, per dtype
   std::array<double, kDtypeCount> ceiling_{};    ///< the best measured rate (launch aside), which no shape exceeds
+  double held_fraction_ = 1.0;
 };
 
 }  // namespace dtsim::hw
