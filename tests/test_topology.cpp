@@ -152,3 +152,69 @@ TEST(Topology, GpusSharingANicTalkOverTheirNvSwitch) {
 }
 
 }  // namespace
+
+namespace {
+
+// Fewest hops from a to b by a plain breadth-first search over the whole
+// fabric, under routing's rules: a host relays nothing it did not send, and a
+// NIC of the sender's node relays nothing into that node.
+int reference_hops(const topo::Cluster& c, topo::VertexId a, topo::VertexId b) {
+  const topo::Fabric& f = c.fabric();
+  std::vector<int> hops(boost::num_vertices(f), -1);
+  std::vector<topo::VertexId> queue{a};
+  hops[a] = 0;
+  for (std::size_t i = 0; i < queue.size(); ++i) {
+    const topo::VertexId v = queue[i];
+    if (v == b) return hops[v];
+    if (v != a && f[v].kind == topo::VertexKind::kHost) continue;
+    for (auto e : boost::make_iterator_range(boost::out_edges(v, f))) {
+      const topo::VertexId u = boost::target(e, f);
+      const bool nic_into_own_node = f[v].kind == topo::VertexKind::kNic && v != a && f[v].node == f[a].node &&
+                                     f[u].node == f[v].node;
+      if (hops[u] >= 0 || nic_into_own_node) continue;
+      hops[u] = hops[v] + 1;
+      queue.push_back(u);
+    }
+  }
+  return -1;
+}
+
+// Every route is a chain of links from its GPU to the other, as short as a
+// search of the whole fabric finds, through no host.
+void expect_shortest_routes(const topo::Cluster& c, int stride) {
+  const topo::Fabric& f = c.fabric();
+  for (int a = 0; a < c.gpu_count(); a += stride) {
+    for (int b = 0; b < c.gpu_count(); ++b) {
+      if (a == b) continue;
+      const topo::Route r = c.route(a, b);
+      ASSERT_FALSE(r.links.empty());
+      const auto& first = c.links()[static_cast<std::size_t>(r.links.front())];
+      const auto& last = c.links()[static_cast<std::size_t>(r.links.back())];
+      ASSERT_EQ(f[first.from].kind, topo::VertexKind::kGpu);
+      ASSERT_EQ(f[last.to].kind, topo::VertexKind::kGpu);
+      EXPECT_EQ(f[first.from].node, c.node_of(a));
+      EXPECT_EQ(f[last.to].node, c.node_of(b));
+      for (std::size_t i = 1; i < r.links.size(); ++i) {
+        const auto& prev = c.links()[static_cast<std::size_t>(r.links[i - 1])];
+        const auto& next = c.links()[static_cast<std::size_t>(r.links[i])];
+        ASSERT_EQ(prev.to, next.from) << a << " -> " << b;
+        EXPECT_NE(f[prev.to].kind, topo::VertexKind::kHost) << a << " -> " << b;
+      }
+      EXPECT_EQ(static_cast<int>(r.links.size()), reference_hops(c, first.from, last.to)) << a << " -> " << b;
+    }
+  }
+}
+
+}  // namespace
+
+// The search from both ends finds routes as short as a search of the whole
+// fabric, on every kind of fabric the builders make.
+TEST(Topology, RoutesFromBothEndsAreShortestPaths) {
+  expect_shortest_routes(build(fat_tree(8, {{"nics_per_node", 8}, {"nodes_per_leaf", 2}, {"spines", 2},
+                                            {"leaves_per_pod", 2}, {"cores", 2}})),
+                         5);
+  expect_shortest_routes(bundled("superpod-h100", 8), 7);
+  expect_shortest_routes(bundled("dgx-a100", 4), 3);    // one NIC per two GPUs: GPUs share them
+  expect_shortest_routes(bundled("dgx1-v100", 2), 1);   // NVLink hybrid cube mesh
+  expect_shortest_routes(bundled("tpu-v4-64"), 9);      // torus
+}

@@ -36,7 +36,14 @@ struct LinkInfo {
   std::size_t from = 0, to = 0;  // vertex descriptors (vecS: indices)
 };
 
-using Fabric = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, VertexInfo, LinkInfo>;
+/// What an edge of the fabric carries: its link's id. The link itself lives
+/// once in Cluster::links(); copying it into every edge doubled the memory
+/// of a 100k-GPU fabric.
+struct LinkRef {
+  int id = -1;
+};
+
+using Fabric = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, VertexInfo, LinkRef>;
 using VertexId = Fabric::vertex_descriptor;
 
 /// The links a message crosses from one GPU to another.
@@ -109,8 +116,8 @@ class Cluster {
   /// short (the spines of a fat tree) a hash of (from, to) picks one at each
   /// hop, as ECMP switches hash a flow's addresses: the flows of a collective
   /// spread over the equal paths. A torus routes in dimension order instead.
-  /// The breadth-first search stops at the target's depth, so a route costs
-  /// the vertices no farther than its target, not the whole fabric.
+  /// A breadth-first search from both ends finds it: a route costs the
+  /// vertices within half its length of either end, not the whole fabric.
   [[nodiscard]] Route route(int from, int to) const;
   /// The same with the search's hop counts in `scratch`, which is the
   /// caller's to keep between calls (it comes back all -1) so that routing
@@ -121,13 +128,12 @@ class Cluster {
   Shape shape_;
   // Held by pointer so that a Cluster moves without copying the graph.
   std::unique_ptr<Fabric> fabric_;
-  /// Walks back from `to` over the hop counts of a search from `from`.
-  [[nodiscard]] Route walk_back(int from, int to, const std::vector<int>& distance) const;
   std::vector<LinkInfo> links_;
   std::vector<VertexId> gpu_vertex_;
   std::vector<VertexId> host_vertex_;
   [[nodiscard]] VertexId endpoint_vertex(int endpoint) const;
   [[nodiscard]] bool nic_relays_inside_node(VertexId from, VertexId to, VertexId source) const;
+  [[nodiscard]] bool may_cross(VertexId a, VertexId b, VertexId source) const;
 };
 
 /// Rank r runs on GPU gpu_of_rank[r].
