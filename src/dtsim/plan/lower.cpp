@@ -43,7 +43,17 @@ class Lowering {
   }
 
   TaskGraph run() {
-    for (const Coord& x : ranks_) lower_rank(x);
+    for (std::size_t i = 0; i < ranks_.size(); ++i) {
+      lower_rank(ranks_[i]);
+      // Every rank lowers to about as many tasks as the first: reserve them
+      // all once it has shown how many, rather than copying a graph of
+      // millions of tasks at each doubling (issue 16: 11% of a search).
+      if (i == 0 && ranks_.size() > 1) {
+        const std::size_t ranks = ranks_.size();
+        tg_.tasks.reserve(tg_.tasks.size() * ranks + tg_.tasks.size() / 8 + 64);
+        tg_.deps.reserve(tg_.deps.size() * ranks + tg_.deps.size() / 8 + 64);
+      }
+    }
     if (!full_) {
       for (CommGroup& g : tg_.groups) g.copies = copies_of(g.ranks);
     }

@@ -171,6 +171,11 @@ class Replay {
       return;
     }
     const int group = g_.calls[static_cast<std::size_t>(t.payload)].group;
+    // One simulated member (the default mode's usual case): nobody to wait for.
+    if (members_[static_cast<std::size_t>(group)] == 1) {
+      start_communication({id});
+      return;
+    }
     const std::uint64_t key = (static_cast<std::uint64_t>(group) << 40) ^ static_cast<std::uint64_t>(t.tag);
     Rendezvous& rv = rendezvous_[key];
     rv.tasks.push_back(id);
