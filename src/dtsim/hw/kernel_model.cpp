@@ -105,21 +105,25 @@ core::FlopsPerSecond KernelModel::anchor_rate(Dtype dtype) const {
     if (a.dtype == Dtype::kBf16 || a.dtype == Dtype::kFp16) {
       const double flops = 2.0 * static_cast<double>(a.shape.m) * static_cast<double>(a.shape.n) *
                            static_cast<double>(a.shape.k) * static_cast<double>(a.shape.batch);
-      const KernelModel burst(device_, figures_, Clocks::kBurst);
-      return core::FlopsPerSecond(flops / burst.gemm(a.shape, dtype, operand_bytes(dtype)).value());
+      return core::FlopsPerSecond(flops / gemm_at(a.shape, dtype, operand_bytes(dtype), 1.0).value());
     }
   }
   return core::FlopsPerSecond(0);
 }
 
 core::Seconds KernelModel::gemm(const model::GemmShape& shape, Dtype dtype, double operand_bytes) const {
+  return gemm_at(shape, dtype, operand_bytes, held_fraction_);
+}
+
+core::Seconds KernelModel::gemm_at(const model::GemmShape& shape, Dtype dtype, double operand_bytes,
+                                   double held_fraction) const {
   const double m = static_cast<double>(shape.m), n = static_cast<double>(shape.n), k = static_cast<double>(shape.k);
   const double batch = static_cast<double>(std::max<std::int64_t>(1, shape.batch));
   const double rate = core_rate_[index(dtype)];
   // No shape runs faster than the best one a search over shapes found.
   const double flops = 2.0 * m * n * k * batch;
   const double compute =
-      rate > 0 ? std::max(tile_work(shape) / rate, flops / ceiling_[index(dtype)]) / held_fraction_ : 0;
+      rate > 0 ? std::max(tile_work(shape) / rate, flops / ceiling_[index(dtype)]) / held_fraction : 0;
   const double bytes = batch * ((m * k + k * n) * operand_bytes + m * n * 2.0);
   const double memory = bytes / (device_.hbm_bandwidth.value() * figures_->memory_fraction);
   return figures_->gemm_launch + core::Seconds(std::max(compute, memory));

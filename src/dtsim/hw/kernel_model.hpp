@@ -144,6 +144,9 @@ class KernelModel {
 
  private:
   [[nodiscard]] double tile_work(const model::GemmShape& shape) const;  ///< FLOPs-equivalent at the per-SM rate of 1
+  /// gemm() with its tensor-core work at `held_fraction` of the burst rate.
+  [[nodiscard]] core::Seconds gemm_at(const model::GemmShape& shape, Dtype dtype, double operand_bytes,
+                                      double held_fraction) const;
 
   Device device_;
   std::shared_ptr<const KernelFigures> figures_;
