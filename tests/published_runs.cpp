@@ -152,6 +152,27 @@ void megatron_sc21(const json& table, std::vector<Case>& out) {
   }
 }
 
+// ml-engineering's H200-against-B200 study: Llama-3.1-8B on one node of 8,
+// DeepSpeed ZeRO-2 with overlapped reduction, one 8k sequence per GPU and step.
+void ml_engineering(const json& c, std::vector<Case>& out) {
+  const std::string gpu = c["gpu"];
+  Case k;
+  k.id = c["id"];
+  k.source = "ml-engineering";
+  k.generation = gpu == "B200" ? "B200" : "H200";
+  k.model = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "workloads" / "llama3-8b.json");
+  k.model["name"] = k.id;
+  k.model["seq_len"] = c["seq_len"];
+  k.cluster = gpu == "B200" ? "dgx-b200" : "hgx-h200";
+  k.gpus = c["gpus"];
+  k.nodes = 1;
+  k.strategy = fmt::format("framework=pytorch,dp={},zero=2,overlap=on,mbs=1,gbs={},dtype=bf16,attention={}", k.gpus,
+                           k.gpus, c["attention"].get<std::string>());
+  k.metric = Metric::kCausalTflops;
+  k.measured = c["tflops_per_gpu"];
+  out.push_back(k);
+}
+
 }  // namespace
 
 std::filesystem::path shared_validation_dir() {
@@ -169,6 +190,8 @@ const std::vector<Source>& sources() {
       {"flashattention-2", "data parallel over 8 GPUs; 16k tokens per micro-batch; 4 micro-batches per step; "
                            "GPT-3 vocabulary 50257; learned positions"},
       {"megatron-sc21", "interleaving 2 where layers/pp is even, else 1 (not stated per row)"},
+      {"ml-engineering", "ZeRO-2 as dtsim's zero=2 (DeepSpeed's bucketing and its blocking parameter "
+                                  "all-gather after the step as modelled); the bf16 model's weights as AMP's fp32 in memory"},
   };
   return all;
 }
@@ -197,6 +220,15 @@ std::vector<Case> end_to_end_cases() {
     else if (id.rfind("fa2_t1", 0) == 0) flash_attention_2(c, out);
   }
   megatron_sc21(load(sc21), out);
+  return out;
+}
+
+std::vector<Case> outside_shared_cases() {
+  std::vector<Case> out;
+  const json all = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "outside-shared.json");
+  for (const json& c : all["cases"]) {
+    if (c["id"].get<std::string>().rfind("mleng_", 0) == 0) ml_engineering(c, out);
+  }
   return out;
 }
 

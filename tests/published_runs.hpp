@@ -22,12 +22,15 @@ enum class Metric {
   kTokensPerGpu,     ///< tokens per second per GPU
   kFa2Tflops,        ///< FlashAttention-2 Table 1: (6·s·N + 12·l·h·s²) per sequence
   kMegatronMfu,      ///< kMegatronTflops over the bf16 dense peak
+  /// ml-engineering's benchmark.py: (6·N_dense·s + 6·s²·d_head·heads·L) per
+  /// sequence, N_dense the blocks' weights and the LM head (causal attention).
+  kCausalTflops,
 };
 
 struct Case {
   std::string id;
   std::string source;      ///< short name of the source, the table's grouping
-  std::string generation;  ///< V100, A100, H100
+  std::string generation;  ///< V100, A100, H100, H200, B200
   nlohmann::json model;    ///< a dtsim transformer workload
   std::string cluster;     ///< bundled topology
   int nodes = 1;
@@ -50,5 +53,7 @@ const std::vector<Source>& sources();
 /// Every end-to-end case of published-runs.json and every SC'21 row; empty
 /// when ../shared is not beside the checkout.
 std::vector<Case> end_to_end_cases();
+/// Published runs that are not in ../shared (tests/validation/outside-shared.json).
+std::vector<Case> outside_shared_cases();
 
 }  // namespace dtsim::validation

@@ -47,6 +47,13 @@ double predicted_metric(const Case& c, const model::Graph& graph, double step_s,
     case Metric::kTokensPerGpu: return b * s / step_s / gpus;
     case Metric::kFa2Tflops:
       return b * (6.0 * s * graph.parameter_count() + 12.0 * l * h * s * s) / step_s / gpus / 1e12;
+    case Metric::kCausalTflops: {
+      // benchmark.py's estimate_tflos for a gated (SwiGLU) MLP, as its Llama rows have.
+      const double d = static_cast<double>(t.head_dim), q = static_cast<double>(t.heads) * d;
+      const double kv = static_cast<double>(t.kv_heads) * d;
+      const double dense = l * (3.0 * h * f + h * (2.0 * q + 2.0 * kv)) + v * h;
+      return b * (6.0 * dense * s + 6.0 * s * s * q * l) / step_s / gpus / 1e12;
+    }
   }
   return 0;
 }
@@ -86,9 +93,9 @@ void print_summary(const std::string& name, const Summary& s) {
              100 * s.lowest, 100 * s.highest);
 }
 
-TEST(PublishedRuns, EndToEndWithinTargets) {
-  const std::vector<Case> cases = validation::end_to_end_cases();
-  if (cases.empty()) GTEST_SKIP() << "no " << validation::shared_validation_dir() << " (../shared is not beside the checkout)";
+// Predicts every case, prints the table and the summaries per source and per
+// GPU generation, and returns the summaries per source and over all cases.
+std::pair<std::map<std::string, Summary>, Summary> run_table(const std::vector<Case>& cases) {
   std::vector<Result> results;
   for (const Case& c : cases) results.push_back(predict(c));
 
@@ -108,7 +115,16 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
   for (const auto& [name, s] : by_generation) print_summary(name, s);
   print_summary("all", all);
   fmt::print("\nassumed where the source is silent:\n");
-  for (const auto& s : validation::sources()) fmt::print("  {}: {}\n", s.name, s.assumed);
+  for (const auto& s : validation::sources()) {
+    if (by_source.count(s.name)) fmt::print("  {}: {}\n", s.name, s.assumed);
+  }
+  return {by_source, all};
+}
+
+TEST(PublishedRuns, EndToEndWithinTargets) {
+  const std::vector<Case> cases = validation::end_to_end_cases();
+  if (cases.empty()) GTEST_SKIP() << "no " << validation::shared_validation_dir() << " (../shared is not beside the checkout)";
+  const auto [by_source, all] = run_table(cases);
 
   // Issue 12's target is a mean |error| of 5% per source and no case beyond
   // 12%; it is not met (README, "Validation"). Until it is, these bounds hold
@@ -122,6 +138,18 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
   }
   EXPECT_LE(all.mean(), 0.11);
   EXPECT_EQ(all.n, 61);  // 50 cases of published-runs.json (one gives two ends) + 10 SC'21 rows
+}
+
+// Runs published outside ../shared, in the repository with their sources: the
+// H200 and B200 rows dtsim had no check on. dtsim is optimistic on both (the
+// README says by how much); the bounds hold today's error so it cannot grow unseen.
+TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
+  const std::vector<Case> cases = validation::outside_shared_cases();
+  ASSERT_EQ(cases.size(), 2U);
+  const auto [by_source, all] = run_table(cases);
+  EXPECT_LE(all.mean(), 0.21);
+  for (const auto& [name, s] : by_source) EXPECT_LE(s.worst, 0.31) << name;
+  for (const auto& [name, s] : by_source) EXPECT_GT(s.lowest, 0.0) << name << ": no longer optimistic; tighten the bound";
 }
 
 }  // namespace
