@@ -110,6 +110,14 @@ TEST(CliErrors, CollectiveRejectsUnknownOpsAndAlgorithms) {
                   "--algorithm: expected one of auto, ring, tree, halving_doubling, direct, nvls, sharp, ps, "
                   "reduce_broadcast, got \"bruck\"");
   expect_one_line("collective --sizes 8:8GiB", "--sizes: expected a size like \"80 GiB\", got \"8\" (a range is written 8B:8GiB)");
+  expect_one_line("collective -b 8x", "--minbytes: expected a size like 8, 64K, 8G or \"8 GiB\", got \"8x\"");
+  expect_one_line("collective -b 1M -e 8", "--maxbytes: expected a range from small to large, like 8B:8GiB or -b 8 -e 8G");
+  expect_one_line("collective --sizes 8B:1KiB -b 8", "--sizes: give either --sizes or nccl-tests' -b/-e, not both");
+  expect_one_line("collective -f 1", "--stepfactor: expected 2 or more, got 1");
+  expect_one_line("collective -d fp33", "--datatype: expected int8, uint8, int32, uint32, int64, uint64, half, float, "
+                                        "double, bfloat16, f8e4m3 or f8e5m2, got \"fp33\"");
+  expect_one_line("collective -o all", "--redop: expected sum, prod, min, max or avg, got \"all\"");
+  expect_one_line("collective --op reduce -r 8", "--root: expected 0 to 7, got 8");
 }
 }  // namespace
 

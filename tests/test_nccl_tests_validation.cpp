@@ -7,6 +7,8 @@
 // was 31% optimistic; NVLS is now on in the bundled H100 and H200 clusters,
 // as it is NCCL's default all-reduce there.
 #include <cmath>
+#include <sstream>
+#include <vector>
 #include <filesystem>
 #include <fstream>
 
@@ -43,6 +45,60 @@ TEST(NcclTests, RingBusBandwidthOfEightGpuNodes) {
     fmt::print("{:<34} {:>10.0f} {:>10.1f} {:>+7.1f}%\n", system.substr(0, 20) + " " + algo, published, predicted, 100 * error);
     EXPECT_LT(std::abs(error), 0.05) << system << " " << algo;
   }
+}
+
+
+// The text output is nccl-tests' own: a script that reads its columns by
+// position (size, count, type, redop, root, out-of-place time, algbw, busbw,
+// #wrong, then in place) and its "Avg bus bandwidth" footer reads dtsim's.
+TEST(NcclTests, TextOutputHasNcclTestsColumnsFlagsAndFooter) {
+  CliResult r = run_dtsim("collective --cluster dgx-h100 --op all_gather -b 8 -e 64M -f 8 -d bfloat16");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::istringstream lines(r.out);
+  std::string line;
+  std::vector<std::vector<std::string>> rows;
+  double footer = -1;
+  bool header = false;
+  while (std::getline(lines, line)) {
+    if (line.find("#       size         count      type   redop    root     time   algbw   busbw #wrong") == 0) header = true;
+    if (line.rfind("# Avg bus bandwidth    : ", 0) == 0) footer = std::stod(line.substr(25));
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string word; words >> word;) w.push_back(word);
+    rows.push_back(w);
+  }
+  EXPECT_TRUE(header) << r.out;
+  // 8 bytes hold no whole bfloat16 per rank of 8 and are skipped; 64 B ... 16 MiB remain.
+  EXPECT_NE(r.out.find("# 8 B: no whole bfloat16 per rank, skipped"), std::string::npos) << r.out;
+  ASSERT_EQ(rows.size(), 7U) << r.out;
+  double busbw_sum = 0;
+  double size = 64;
+  for (const auto& w : rows) {
+    ASSERT_GE(w.size(), 13U);
+    EXPECT_EQ(std::stod(w[0]), size);
+    EXPECT_EQ(std::stod(w[1]), size / 2);  // elements of 2 bytes
+    EXPECT_EQ(w[2], "bfloat16");
+    EXPECT_EQ(w[3], "none");  // all_gather reduces nothing
+    EXPECT_EQ(w[4], "-1");    // and has no root
+    EXPECT_EQ(w[8], "N/A");
+    EXPECT_EQ(w[5], w[9]);  // in place costs what out of place does
+    const double time_us = std::stod(w[5]), algbw = std::stod(w[6]), busbw = std::stod(w[7]);
+    EXPECT_NEAR(algbw, size / time_us / 1e3, 0.01 + 0.01 * algbw);
+    EXPECT_NEAR(busbw, algbw * 7.0 / 8.0, 0.01 + 0.01 * busbw);
+    busbw_sum += busbw;
+    size *= 8;
+  }
+  EXPECT_NEAR(footer, busbw_sum / 7, 0.01 + 0.001 * footer);
+
+  // nccl-tests' flags and dtsim's --sizes name the same rows.
+  CliResult flags = run_dtsim("collective --cluster dgx-h100 -b 1M -e 64M --json");
+  CliResult sizes = run_dtsim("collective --cluster dgx-h100 --sizes 1MiB:64MiB --json");
+  ASSERT_EQ(flags.exit_code, 0);
+  EXPECT_EQ(flags.out, sizes.out);
+  CliResult rooted = run_dtsim("collective --cluster dgx-h100 --op broadcast -r 3 -b 1M -e 1M --json");
+  ASSERT_EQ(rooted.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(rooted.out)["rows"][0]["root"], 3);
 }
 
 }  // namespace

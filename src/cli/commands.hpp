@@ -35,7 +35,13 @@ struct CollectiveOptions {
   std::optional<int> nodes;
   std::string op = "all_reduce";
   std::optional<int> group;
-  std::string sizes = "8B:8GiB";
+  std::optional<std::string> sizes;     ///< "8B:8GiB" (the default), doubling; or nccl-tests' -b/-e/-f
+  std::optional<std::string> minbytes;  ///< nccl-tests -b: "8", "64K", "8G" (binary), or "8 GiB"
+  std::optional<std::string> maxbytes;  ///< nccl-tests -e
+  int stepfactor = 2;                   ///< nccl-tests -f: each size is the last times this
+  std::string datatype = "float";       ///< nccl-tests -d: the element type the count column counts
+  std::string redop = "sum";            ///< nccl-tests -o: printed; every reduction costs the same here
+  int root = 0;                         ///< nccl-tests -r: broadcast's and reduce's root
   std::string algorithm = "auto";
   std::string protocol = "auto";
   std::optional<std::string> profile;
