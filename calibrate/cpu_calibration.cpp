@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "dtsim/core/host_memory.hpp"
 #include "dtsim/exec/cpu_kernels.hpp"
 #include "dtsim/exec/executor.hpp"
 #include "dtsim/exec/mpi_collectives.hpp"
@@ -116,7 +117,7 @@ std::vector<core::Bytes> size_steps(core::Bytes first, core::Bytes last, double 
 Measurements calibrate_cpu(MPI_Comm world, const CalibrationOptions& o) {
   exec::use_one_blas_thread();
   Measurements out;
-  out.machine_memory = exec::meminfo("MemTotal:");
+  out.machine_memory = core::meminfo("MemTotal:");
   const auto t0 = std::chrono::steady_clock::now();
   const double cpu0 = exec::process_cpu_seconds();
   out.probe_before = exec::time_reference_probe(world);

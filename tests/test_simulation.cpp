@@ -332,3 +332,21 @@ TEST(Simulation, CapacityFactorPadsExpertsAndTheirAllToAll) {
     EXPECT_STREQ(e.what(), "--strategy: /capacity_factor: a capacity factor sizes MoE experts; gpt3-1.3b is dense");
   }
 }
+
+// A plan is refused before it is built when it would need more memory than
+// the machine has: the line says what it would need and what to change, and
+// the symmetric mode of the same run, a thousandth of the tasks, goes ahead.
+TEST(Simulation, APlanLargerThanTheMemoryIsRefusedBeforeItIsBuilt) {
+  driver::SimulationRequest request{"gpt3-175b", "superpod-a100", "tp=8,pp=8,gbs=1536,mbs=1", 128, {}, {}, true, {}, {}};
+  request.memory_budget = core::Bytes(0.5 * 1073741824.0);
+  try {
+    driver::simulate(request);
+    FAIL() << "1024 ranks x 12 layers x 96 micro-batches need more than 0.5 GiB";
+  } catch (const core::InputError& e) {
+    EXPECT_STREQ(e.what(), "--strategy: /gbs: the plan would hold about 7.2e+06 tasks for 96 micro-batches on 1024 "
+                           "lowered ranks: about 1.3 GiB and 8 s; this machine has 0.5 GiB available: drop --full (one "
+                           "rank per stage is simulated, the others are its copies)");
+  }
+  request.full = false;
+  EXPECT_GT(driver::simulate(request).report.step_time.value(), 0);
+}

@@ -14,6 +14,7 @@
 
 #include "calibrate/calibration_command.hpp"
 #include "cli/commands.hpp"
+#include "dtsim/core/host_memory.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/quantity_parse.hpp"
 #include "dtsim/driver/simulation.hpp"
@@ -57,7 +58,7 @@ void check_options(const RunOptions& o) {
 void check_fits_this_machine(const driver::Simulation& sim) {
   double needed = 0;
   for (core::Bytes b : sim.timeline.peak_memory) needed += b.value();
-  if (const core::Bytes available = exec::meminfo("MemAvailable:"); available.value() > 0 && needed > 0.9 * available.value()) {
+  if (const core::Bytes available = core::meminfo("MemAvailable:"); available.value() > 0 && needed > 0.9 * available.value()) {
     throw core::InputError("--strategy", "", fmt::format("the plan needs {:.1f} GiB over its {} ranks and this machine has "
                                                          "{:.1f} GiB available: a smaller model, batch or mbs",
                                                          needed / 1073741824.0, sim.strategy.world,

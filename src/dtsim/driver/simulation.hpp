@@ -54,6 +54,9 @@ struct SimulationRequest {
   /// kFlow shares links among concurrent collectives by max-min fairness
   /// (the ranks not simulated put their copies' traffic on the links too).
   sim::NetworkMode network = sim::NetworkMode::kAnalytic;
+  /// Memory the plan may take; unset: what the kernel says is available
+  /// (MemAvailable). A plan that would need more is refused before it is built.
+  std::optional<core::Bytes> memory_budget = std::nullopt;
 };
 
 struct Simulation {

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <map>
 #include <memory>
@@ -31,17 +30,6 @@ double process_cpu_seconds() {
   timespec t{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
-
-core::Bytes meminfo(const std::string& wanted) {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  double kib = 0;
-  while (in >> key >> kib) {
-    if (key == wanted) return core::Bytes(kib * 1024);
-    in.ignore(256, '\n');
-  }
-  return core::Bytes(0);
 }
 
 Execution execute(const plan::TaskGraph& graph, const plan::Timeline& order, MPI_Comm world,

@@ -43,10 +43,6 @@ struct Execution {
 /// CPU time this process has used, in seconds.
 double process_cpu_seconds();
 
-/// A figure of /proc/meminfo ("MemTotal:", "MemAvailable:"); 0 where the
-/// kernel does not give it.
-core::Bytes meminfo(const std::string& key);
-
 /// Collective over `world`. The graph must be lowered with every rank
 /// (LowerOptions::full), for the world's size, without parameter servers;
 /// `order` is its simulated timeline.
