@@ -13,7 +13,7 @@ using namespace dtsim;
 
 TEST(Devices, TheCatalogIsDataAndEveryDeviceNamesItsSource) {
   hw::DeviceCatalog catalog;
-  for (const char* name : {"H800-SXM", "H20", "GH200", "GB200", "B300", "MI325X", "MI355X", "Gaudi3", "H100-SXM", "CPU"}) {
+  for (const char* name : {"H800-SXM", "H20", "GH200", "GB200", "GB300", "B300", "MI325X", "MI355X", "Gaudi3", "H100-SXM", "CPU"}) {
     const hw::Device* d = catalog.find(name);
     ASSERT_NE(d, nullptr) << name;
     EXPECT_FALSE(d->source.empty()) << name;
@@ -29,6 +29,16 @@ TEST(Devices, TheCatalogIsDataAndEveryDeviceNamesItsSource) {
   EXPECT_DOUBLE_EQ(catalog.find("B200")->peak_for(hw::Dtype::kFp4).value(),
                    2 * catalog.find("B200")->peak_for(hw::Dtype::kFp8).value());
   EXPECT_EQ(catalog.find("H100-SXM")->peak_for(hw::Dtype::kFp4).value(), 0);
+  // Blackwell Ultra: the GB300 has the B300's die, 1.5x the GB200's dense fp4 and the same bf16.
+  EXPECT_DOUBLE_EQ(catalog.find("GB300")->peak_for(hw::Dtype::kFp4).value(),
+                   1.5 * catalog.find("GB200")->peak_for(hw::Dtype::kFp4).value());
+  EXPECT_DOUBLE_EQ(catalog.find("GB300")->peak_for(hw::Dtype::kBf16).value(),
+                   catalog.find("GB200")->peak_for(hw::Dtype::kBf16).value());
+  EXPECT_GT(catalog.find("GB300")->hbm_capacity.value(), catalog.find("GB200")->hbm_capacity.value());
+  const hw::Device gb300 = catalog.with_kernel_figures(*catalog.find("GB300"));
+  const hw::Device b300 = catalog.with_kernel_figures(*catalog.find("B300"));
+  ASSERT_TRUE(gb300.kernel_figures && b300.kernel_figures);
+  EXPECT_EQ(gb300.kernel_figures->anchors.front().rate.value(), b300.kernel_figures->anchors.front().rate.value());
 }
 
 namespace {
