@@ -119,6 +119,15 @@ struct ValidateOptions {
 void add_validate(CLI::App& app, ValidateOptions& options);
 int run_validate(const ValidateOptions& options, const std::vector<std::string>& args, std::ostream& out);
 
+struct SweepOptions {
+  std::string requests;  ///< a .jsonl or .csv file of simulate requests
+  int ranks = 1;         ///< local MPI ranks to start when not under mpirun already
+};
+
+void add_sweep(CLI::App& app, SweepOptions& options);
+/// `args` is the command line as given, for re-executing under mpirun.
+int run_sweep(const SweepOptions& options, const std::vector<std::string>& args, std::ostream& out);
+
 struct KernelOptions {
   std::string kind;  ///< gemm, attention, memory
   std::string device;

@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   dtsim::cli::add_validate(app, validate);
   dtsim::cli::KernelOptions kernel;
   dtsim::cli::add_kernel(app, kernel);
+  dtsim::cli::SweepOptions sweep;
+  dtsim::cli::add_sweep(app, sweep);
   dtsim::cli::add_list(app);
   app.set_version_flag("--version", std::string("dtsim ") + DTSIM_VERSION);
   try {
@@ -58,6 +60,7 @@ int main(int argc, char** argv) {
     const std::vector<std::string> args(argv, argv + argc);
     if (app.got_subcommand("run")) return dtsim::cli::run_run(run, args, std::cout);
     if (app.got_subcommand("validate")) return dtsim::cli::run_validate(validate, args, std::cout);
+    if (app.got_subcommand("sweep")) return dtsim::cli::run_sweep(sweep, args, std::cout);
   } catch (const dtsim::core::InputError& e) {
     std::fprintf(stderr, "dtsim: %s\n", e.what());
     return 2;

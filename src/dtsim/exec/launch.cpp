@@ -19,7 +19,9 @@ bool launched_by_mpi() {
 }
 
 std::vector<std::string> mpirun_command(int ranks, const std::vector<std::string>& args) {
-  std::vector<std::string> cmd{"mpirun", "-n", std::to_string(ranks)};
+  // --quiet: a rank's own one-line error and exit code say what went wrong,
+  // without Open MPI's banner about a non-zero exit after it.
+  std::vector<std::string> cmd{"mpirun", "--quiet", "-n", std::to_string(ranks)};
   if (geteuid() == 0) cmd.emplace_back("--allow-run-as-root");
   if (static_cast<unsigned>(ranks) > std::max(1u, std::thread::hardware_concurrency())) {
     // More ranks than cores: timings will be poor, but the loop still runs.

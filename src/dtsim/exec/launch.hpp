@@ -11,7 +11,8 @@ namespace dtsim::exec {
 bool launched_by_mpi();
 
 /// The mpirun command line that runs `args` (args[0] is replaced by this
-/// program's path) on `ranks` ranks: --allow-run-as-root for root,
+/// program's path) on `ranks` ranks, --quiet (no banner after a rank's own
+/// error line), --allow-run-as-root for root,
 /// --oversubscribe without core binding when there are fewer cores than ranks.
 std::vector<std::string> mpirun_command(int ranks, const std::vector<std::string>& args);
 
