@@ -94,7 +94,8 @@ TEST(Plan, DaysGpuHoursAndCostFollowFromThroughput) {
   ASSERT_EQ(rows.size(), 4u);
   for (const auto& r : rows) {
     ASSERT_TRUE(r.strategy) << r.device << " " << r.gpus;
-    EXPECT_NEAR(r.days * 86400 * r.tokens_per_s, o.tokens, 1e-3 * o.tokens);
+    // Training takes the goodput's share of the wall clock (0.9 by default).
+    EXPECT_NEAR(r.days * 86400 * r.tokens_per_s * 0.9, o.tokens, 1e-3 * o.tokens);
     EXPECT_NEAR(r.gpu_hours, r.days * 24 * r.gpus, 1e-9 * r.gpu_hours);
     EXPECT_EQ(r.cost.has_value(), r.device == "H100-SXM");
     if (r.cost) {
@@ -103,6 +104,37 @@ TEST(Plan, DaysGpuHoursAndCostFollowFromThroughput) {
   }
   EXPECT_LT(rows[2].days, rows[0].days);  // H100 trains faster than A100 on 8 GPUs
   EXPECT_LT(rows[1].days, rows[0].days);  // and 16 GPUs faster than 8
+}
+
+TEST(Plan, GoodputStretchesTheCalendarAndSkippedShapesSayWhy) {
+  hw::DeviceCatalog catalog;
+  model::Graph graph = model::load_workload(driver::data_dir() / "workloads" / "gpt3-1.3b.json");
+  search::PlanOptions o;
+  o.tokens = 1e10;
+  o.global_batch = 64;
+  o.devices = {"H100-SXM", "B200"};
+  o.gpu_counts = {8};
+  o.shapes = {"nvswitch8-ib", "nvl72"};
+  std::vector<std::pair<std::size_t, std::size_t>> calls;
+  o.progress = [&](std::size_t done, std::size_t total) { calls.emplace_back(done, total); };
+  o.goodput = 1.0;
+  const auto ideal = search::plan_capacity(graph, catalog, o);
+  // One call per cluster planned: H100 on nvswitch8-ib, B200 on both.
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls.back(), std::make_pair(std::size_t{3}, std::size_t{3}));
+  o.goodput = 0.8;
+  const auto real = search::plan_capacity(graph, catalog, o);
+  ASSERT_EQ(real.size(), ideal.size());
+  for (std::size_t i = 0; i < real.size(); ++i) {
+    EXPECT_DOUBLE_EQ(real[i].tokens_per_s, ideal[i].tokens_per_s);  // the step is the same
+    EXPECT_NEAR(real[i].days, ideal[i].days / 0.8, 1e-9 * real[i].days);
+    EXPECT_NEAR(real[i].gpu_hours, ideal[i].gpu_hours / 0.8, 1e-9 * real[i].gpu_hours);
+  }
+  EXPECT_EQ(search::skipped_shapes(catalog, o),
+            std::vector<std::string>{"H100-SXM on nvl72: the shape needs 900 GB/s of scale-up bandwidth a GPU each way, "
+                                     "the H100-SXM has 450"});
+  o.goodput = 0;
+  EXPECT_THROW(search::plan_capacity(graph, catalog, o), core::InputError);
 }
 
 TEST(Plan, ClusterShapesAreCompetingAnswersAndNvl72IsBlackwellOnly) {

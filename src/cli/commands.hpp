@@ -88,6 +88,7 @@ struct PlanOptions {
   std::string shapes = "nvswitch8-ib";
   std::string prices;
   std::optional<std::string> chart;
+  double goodput = 0.9;  ///< search::kDefaultGoodput
   bool json = false;
 };
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/progress_bar.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/driver/simulation.hpp"
 #include "dtsim/model/workload_loader.hpp"
@@ -95,6 +96,8 @@ void add_plan(CLI::App& app, PlanOptions& o) {
   cmd->add_option("--shapes", o.shapes, "cluster shapes, comma-separated: " + shape_names())->capture_default_str();
   cmd->add_option("--price", o.prices, "price per GPU-hour, e.g. H100-SXM=2.1,B200=4 (defaults are examples)");
   cmd->add_option("--chart", o.chart, "write an SVG chart of days against GPUs");
+  cmd->add_option("--goodput", o.goodput, "share of the wall clock that trains (failures, restarts and checkpoints take "
+                                          "the rest; Llama 3 405B reports above 0.9)")->capture_default_str();
   cmd->add_flag("--json", o.json, "print the rows as JSON");
 }
 
@@ -129,7 +132,11 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
       throw core::InputError("--price", "", fmt::format("expected DEVICE=USD per GPU-hour with a positive price, got \"{}\"", p));
     }
   }
+  options.goodput = o.goodput;
+  ProgressBar bar("clusters planned");
+  if (!o.json) options.progress = std::ref(bar);
   std::vector<search::PlanRow> rows = search::plan_capacity(graph, catalog, options);
+  const std::vector<std::string> skipped = search::skipped_shapes(catalog, options);
   if (o.chart) {
     std::ofstream file(*o.chart);
     if (!file) throw core::InputError("--chart", "", fmt::format("cannot write \"{}\"", *o.chart));
@@ -142,11 +149,14 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
                    {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu}, {"days", r.days}, {"gpu_hours", r.gpu_hours},
                    {"cost_usd", r.cost ? nlohmann::json(*r.cost) : nlohmann::json(nullptr)}});
     }
-    out << nlohmann::json{{"schema", "dtsim.plan/1"}, {"model", graph.name}, {"tokens", o.tokens}, {"rows", j}}.dump(2) << "\n";
+    out << nlohmann::json{{"schema", "dtsim.plan/1"}, {"model", graph.name}, {"tokens", o.tokens}, {"goodput", o.goodput},
+                          {"skipped", skipped}, {"rows", j}}.dump(2) << "\n";
     return 0;
   }
-  fmt::print(out, "{}: {:.3g} tokens, global batch {} (costs at example prices unless --price says otherwise)\n\n", graph.name,
+  fmt::print(out, "{}: {:.3g} tokens, global batch {} (costs at example prices unless --price says otherwise)\n", graph.name,
              o.tokens, o.gbs);
+  fmt::print(out, "goodput {:.0f}%: days, GPU-hours and cost are the simulated steps' over it (failures, restarts and "
+             "checkpoints; --goodput)\n\n", 100 * o.goodput);
   fmt::print(out, "{:<15} {:<17} {:>6} {:>12} {:>6} {:>9} {:>12} {:>13}  {}\n", "device", "shape", "GPUs", "tokens/s", "MFU", "days",
              "GPU-hours", "cost (USD)", "best strategy");
   for (const auto& r : rows) {
@@ -157,6 +167,7 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
     fmt::print(out, "{:<15} {:<17} {:>6} {:>12.0f} {:>5.1f}% {:>9.1f} {:>12.0f} {:>13}  {}\n", r.device, r.shape, r.gpus,
                r.tokens_per_s, 100 * r.mfu, r.days, r.gpu_hours, r.cost ? fmt::format("{:.0f}", *r.cost) : "-", *r.strategy);
   }
+  for (const std::string& why : skipped) fmt::print(out, "skipped: {}\n", why);
   if (o.chart) fmt::print(out, "\nchart written to {}\n", *o.chart);
   return 0;
 }

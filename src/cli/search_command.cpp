@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/progress_bar.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/driver/simulation.hpp"
 #include "dtsim/hw/device.hpp"
@@ -44,27 +45,6 @@ std::map<std::string, int> parse_dimensions(const std::string& flag, const std::
   return out;
 }
 
-class ProgressBar {
- public:
-  ProgressBar() : start_(std::chrono::steady_clock::now()), tty_(isatty(STDERR_FILENO) != 0) {}
-  void operator()(std::size_t done, std::size_t total) {
-    const int percent = static_cast<int>(100 * done / std::max<std::size_t>(total, 1));
-    if (percent == last_percent_ || (!tty_ && percent % 10 != 0)) return;
-    last_percent_ = percent;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    const double left = done > 0 ? elapsed * static_cast<double>(total - done) / static_cast<double>(done) : 0;
-    const int filled = percent / 4;
-    std::fprintf(stderr, "%s[%s%s] %3d%%  %zu/%zu configurations, %.1f s left%s", tty_ ? "\r" : "",
-                 std::string(static_cast<std::size_t>(filled), '#').c_str(),
-                 std::string(static_cast<std::size_t>(25 - filled), '.').c_str(), percent, done, total, left,
-                 tty_ && done < total ? "" : "\n");
-  }
-
- private:
-  std::chrono::steady_clock::time_point start_;
-  bool tty_;
-  int last_percent_ = -1;
-};
 
 }  // namespace
 

@@ -62,6 +62,16 @@ std::vector<PlanRow> plan_capacity(const model::Graph& graph, const hw::DeviceCa
     }
     shapes.push_back(&*it);
   }
+  if (!(o.goodput > 0) || o.goodput > 1) {
+    throw core::InputError("--goodput", "", fmt::format("expected a share of the time above 0 and at most 1, got {}", o.goodput));
+  }
+  std::size_t total = 0, done = 0;
+  for (const std::string& name : o.devices) {
+    const hw::Device* device = catalog.find(name);
+    for (const ClusterShape* shape : shapes) {
+      if (device && device->scale_up_bandwidth.value() >= shape->min_scale_up_gbps * 1e9) total += o.gpu_counts.size();
+    }
+  }
   std::vector<PlanRow> rows;
   for (const std::string& name : o.devices) {
     const hw::Device* device = catalog.find(name);
@@ -89,15 +99,32 @@ std::vector<PlanRow> plan_capacity(const model::Graph& graph, const hw::DeviceCa
         row.strategy = best.strategy;
         row.tokens_per_s = best.report.tokens_per_s;
         row.mfu = best.report.mfu;
-        row.days = o.tokens / row.tokens_per_s / 86400.0;
+        row.days = o.tokens / row.tokens_per_s / 86400.0 / o.goodput;
         row.gpu_hours = row.days * 24.0 * gpus;
         if (auto p = o.price_per_gpu_hour.find(device->name); p != o.price_per_gpu_hour.end()) row.cost = row.gpu_hours * p->second;
       }
       rows.push_back(row);
+      if (o.progress) o.progress(++done, total);
     }
     }
   }
   return rows;
+}
+
+std::vector<std::string> skipped_shapes(const hw::DeviceCatalog& catalog, const PlanOptions& o) {
+  std::vector<std::string> out;
+  const std::vector<ClusterShape> known = cluster_shapes();
+  for (const std::string& name : o.devices) {
+    const hw::Device* device = catalog.find(name);
+    if (!device) continue;
+    for (const std::string& shape_name : o.shapes) {
+      auto shape = std::find_if(known.begin(), known.end(), [&](const ClusterShape& c) { return c.name == shape_name; });
+      if (shape == known.end() || device->scale_up_bandwidth.value() >= shape->min_scale_up_gbps * 1e9) continue;
+      out.push_back(fmt::format("{} on {}: the shape needs {:.0f} GB/s of scale-up bandwidth a GPU each way, the {} has {:.0f}",
+                                name, shape->name, shape->min_scale_up_gbps, name, device->scale_up_bandwidth.value() / 1e9));
+    }
+  }
+  return out;
 }
 
 }  // namespace dtsim::search

@@ -4,6 +4,7 @@
 /// days to train a number of tokens, GPU-hours and cost. A shape says how
 /// the GPUs are wired: the size of the NVLink domain (a node on NVSwitch at
 /// the datasheet's NVLink rate) and the network between domains.
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -40,8 +41,18 @@ std::vector<ClusterShape> cluster_shapes();
 /// The cluster JSON (topo::build_cluster) of `gpus` devices in a shape.
 nlohmann::json cluster_for(const hw::Device& device, int gpus, const ClusterShape& shape);
 
+/// The share of wall-clock time a large run trains: failures, restarts and
+/// checkpoints take the rest. Meta reports "higher than 90% effective
+/// training time" over 54 days of Llama 3 405B pre-training on 16k H100s
+/// (Dubey et al., The Llama 3 Herd of Models, 2024, section 3.3.4).
+inline constexpr double kDefaultGoodput = 0.9;
+
 struct PlanOptions {
   double tokens = 0;  ///< to train
+  /// Days, GPU-hours and cost are the simulated step's over this share.
+  double goodput = kDefaultGoodput;
+  /// Called after each (device, shape, GPU count) with (done, total).
+  std::function<void(std::size_t, std::size_t)> progress;
   int global_batch = 0;
   std::vector<std::string> devices;  ///< catalog names
   std::vector<int> gpu_counts;
@@ -63,5 +74,9 @@ struct PlanRow {
 };
 
 std::vector<PlanRow> plan_capacity(const model::Graph& graph, const hw::DeviceCatalog& catalog, const PlanOptions& options);
+
+/// The (device, shape) pairs plan_capacity skips, each with why: a shape is
+/// built only with devices whose scale-up fabric it needs (nvl72: NVLink 5).
+std::vector<std::string> skipped_shapes(const hw::DeviceCatalog& catalog, const PlanOptions& options);
 
 }  // namespace dtsim::search
