@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/interrupt.hpp"
 #include "cli/progress_bar.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/driver/simulation.hpp"
@@ -135,8 +136,12 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   options.goodput = o.goodput;
   ProgressBar bar("clusters planned");
   if (!o.json) options.progress = std::ref(bar);
+  catch_interrupt();
+  options.stop = &interrupt_requested();
   std::vector<search::PlanRow> rows = search::plan_capacity(graph, catalog, options);
   const std::vector<std::string> skipped = search::skipped_shapes(catalog, options);
+  const bool stopped = interrupt_requested().load();
+  if (stopped) fmt::print(stderr, "\ndtsim: interrupted: the {} clusters planned so far\n", rows.size());
   if (o.chart) {
     std::ofstream file(*o.chart);
     if (!file) throw core::InputError("--chart", "", fmt::format("cannot write \"{}\"", *o.chart));
@@ -150,8 +155,8 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
                    {"cost_usd", r.cost ? nlohmann::json(*r.cost) : nlohmann::json(nullptr)}});
     }
     out << nlohmann::json{{"schema", "dtsim.plan/1"}, {"model", graph.name}, {"tokens", o.tokens}, {"goodput", o.goodput},
-                          {"skipped", skipped}, {"rows", j}}.dump(2) << "\n";
-    return 0;
+                          {"skipped", skipped}, {"stopped", stopped}, {"rows", j}}.dump(2) << "\n";
+    return stopped ? kInterruptedExit : 0;
   }
   fmt::print(out, "{}: {:.3g} tokens, global batch {} (costs at example prices unless --price says otherwise)\n", graph.name,
              o.tokens, o.gbs);
@@ -169,6 +174,10 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
   }
   for (const std::string& why : skipped) fmt::print(out, "skipped: {}\n", why);
   if (o.chart) fmt::print(out, "\nchart written to {}\n", *o.chart);
+  if (stopped) {
+    fmt::print(out, "stopped by Ctrl-C: the rows above are the clusters planned before it\n");
+    return kInterruptedExit;
+  }
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/interrupt.hpp"
 #include "cli/progress_bar.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/driver/simulation.hpp"
@@ -77,8 +78,14 @@ int run_search(const SearchOptions& o, std::ostream& out) {
   options.threads = o.threads;
   ProgressBar bar;
   options.progress = std::ref(bar);
+  catch_interrupt();
+  options.stop = &interrupt_requested();
   const auto start = std::chrono::steady_clock::now();
   search::SearchResult r = search::run_search(graph, cluster, options);
+  const std::size_t worth = r.enumerated - r.pruned_by_memory;
+  if (r.stopped) {
+    fmt::print(stderr, "\ndtsim: interrupted: the best of the {} of {} configurations simulated so far\n", r.simulated, worth);
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (r.enumerated == 0) {
     // Nothing to rank is a question that cannot be asked, not a search that found nothing that fits.
@@ -94,14 +101,17 @@ int run_search(const SearchOptions& o, std::ostream& out) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& c : r.ranked) rows.push_back({{"strategy", c.strategy}, {"pareto", c.pareto}, {"report", report::to_json(c.report)}});
     out << nlohmann::json{{"schema", "dtsim.search/1"}, {"enumerated", r.enumerated}, {"pruned_by_memory", r.pruned_by_memory},
-                          {"simulated", r.simulated}, {"fitting", r.ranked.size()}, {"seconds", seconds}, {"candidates", rows}}
+                          {"simulated", r.simulated}, {"stopped", r.stopped}, {"fitting", r.ranked.size()}, {"seconds", seconds},
+                          {"candidates", rows}}
                 .dump(2)
         << "\n";
+    if (r.stopped) return kInterruptedExit;
     return r.ranked.empty() ? 1 : 0;
   }
   fmt::print(out, "{} on {} ({} GPUs), global batch {}: {} valid strategies, {} dropped for weights and optimizer state "
                   "alone, {} simulated in {:.1f} s, {} fit\n\n",
-             graph.name, cluster.name(), cluster.gpu_count(), o.gbs, r.enumerated, r.pruned_by_memory, r.simulated, seconds,
+             graph.name, cluster.name(), cluster.gpu_count(), o.gbs, r.enumerated, r.pruned_by_memory,
+             r.stopped ? fmt::format("{} of {} (stopped by Ctrl-C)", r.simulated, worth) : fmt::format("{}", r.simulated), seconds,
              r.ranked.size());
   fmt::print(out, "{:>4} {:<100} {:>10} {:>11} {:>6} {:>9}\n", "rank", "strategy", "step", "samples/s", "MFU", "peak GiB");
   for (std::size_t i = 0; i < r.ranked.size() && i < static_cast<std::size_t>(o.top); ++i) {
@@ -110,6 +120,7 @@ int run_search(const SearchOptions& o, std::ostream& out) {
                c.report.samples_per_s, 100 * c.report.mfu, c.report.peak_bytes.value() / 1073741824.0, c.pareto ? " *" : "");
   }
   fmt::print(out, "\n* on the Pareto front of throughput against memory: nothing else is both faster and smaller.\n");
+  if (r.stopped) return kInterruptedExit;
   if (r.ranked.empty()) {
     fmt::print(out, "No strategy fits: more GPUs, a device with more memory, or a smaller batch.\n");
     return 1;

@@ -86,13 +86,16 @@ std::vector<PlanRow> plan_capacity(const model::Graph& graph, const hw::DeviceCa
       if (shape->domain == 72 && gpus > 64 && gpus % 64 != 0) {
         throw core::InputError("--gpus", "", fmt::format("expected multiples of 64 GPUs for nvl72, got {}", gpus));
       }
+      if (o.stop && o.stop->load()) return rows;
       topo::Cluster cluster = topo::build_cluster(cluster_for(*device, gpus, *shape), "(planned cluster)", catalog);
       // A reduced space keeps a plan fast: one micro-batch size, ZeRO-1, no context parallelism.
       SearchOptions s;
       s.global_batch = o.global_batch;
       s.fixed = {{"mbs", 1}, {"zero", 1}, {"cp", 1}};
       s.threads = o.threads;
+      s.stop = o.stop;
       SearchResult r = run_search(graph, cluster, s);
+      if (r.stopped) return rows;
       PlanRow row{device->name, shape->name, gpus, std::nullopt, 0, 0, 0, 0, std::nullopt};
       if (!r.ranked.empty()) {
         const auto& best = r.ranked.front();

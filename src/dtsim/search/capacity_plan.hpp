@@ -4,6 +4,7 @@
 /// days to train a number of tokens, GPU-hours and cost. A shape says how
 /// the GPUs are wired: the size of the NVLink domain (a node on NVSwitch at
 /// the datasheet's NVLink rate) and the network between domains.
+#include <atomic>
 #include <functional>
 #include <map>
 #include <optional>
@@ -53,6 +54,9 @@ struct PlanOptions {
   double goodput = kDefaultGoodput;
   /// Called after each (device, shape, GPU count) with (done, total).
   std::function<void(std::size_t, std::size_t)> progress;
+  /// When set and true, no further cluster is planned and the one being
+  /// searched is left out: the rows are those finished (Ctrl-C in the CLI).
+  const std::atomic<bool>* stop = nullptr;
   int global_batch = 0;
   std::vector<std::string> devices;  ///< catalog names
   std::vector<int> gpu_counts;

@@ -114,13 +114,13 @@ SearchResult run_search(const model::Graph& graph, const topo::Cluster& cluster,
     if (static_memory_fits(graph, cluster, r)) worth.push_back(s);
   }
   result.pruned_by_memory = all.size() - worth.size();
-  result.simulated = worth.size();
 
   std::vector<std::optional<report::Report>> reports(worth.size());
   std::atomic<std::size_t> next{0}, done{0};
   std::mutex progress_lock;
   auto work = [&] {
     for (std::size_t i = next++; i < worth.size(); i = next++) {
+      if (o.stop && o.stop->load()) break;
       driver::SimulationRequest request{"", "", worth[i], std::nullopt, std::nullopt, std::nullopt, false, {}, {}};
       driver::Prediction p = driver::predict(graph, cluster, request, o.profile.get());
       if (p.report.fits_in_memory) reports[i] = std::move(p.report);
@@ -135,6 +135,8 @@ SearchResult run_search(const model::Graph& graph, const topo::Cluster& cluster,
   std::vector<std::jthread> pool;
   for (unsigned k = 0; k < threads; ++k) pool.emplace_back(work);
   pool.clear();  // joins
+  result.simulated = done.load();
+  result.stopped = result.simulated < worth.size();
 
   for (std::size_t i = 0; i < worth.size(); ++i) {
     if (reports[i]) result.ranked.push_back({worth[i], std::move(*reports[i]), false});

@@ -4,6 +4,7 @@
 /// batch; those whose weights and optimizer state cannot fit are dropped
 /// before simulation, the rest simulated on all cores, ranked by throughput,
 /// with the Pareto front of throughput against memory marked.
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -28,6 +29,9 @@ struct SearchOptions {
   std::shared_ptr<const hw::Profile> profile;
   /// Called after each simulated configuration with (done, total).
   std::function<void(std::size_t, std::size_t)> progress;
+  /// When set and true, no further configuration starts: the result ranks
+  /// those simulated so far (Ctrl-C in the CLI).
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct Candidate {
@@ -39,7 +43,8 @@ struct Candidate {
 struct SearchResult {
   std::size_t enumerated = 0;        ///< valid combinations
   std::size_t pruned_by_memory = 0;  ///< dropped before simulation
-  std::size_t simulated = 0;
+  std::size_t simulated = 0;         ///< of those that were worth simulating (all, unless stopped)
+  bool stopped = false;              ///< SearchOptions::stop ended it early
   std::vector<Candidate> ranked;     ///< those that fit, fastest first
 };
 

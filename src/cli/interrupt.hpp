@@ -1,0 +1,18 @@
+#pragma once
+// Ctrl-C for the long commands (search, plan): the first SIGINT asks them to
+// stop and print what they have; a second one ends the process as usual.
+#include <atomic>
+
+namespace dtsim::cli {
+
+/// The flag the first SIGINT sets. It is the one process-wide state dtsim
+/// keeps, because a signal handler can reach nothing else.
+std::atomic<bool>& interrupt_requested();
+
+/// Installs the handler; commands that never look at the flag do not call it.
+void catch_interrupt();
+
+/// The exit code of a command that stopped on Ctrl-C (128 + SIGINT, as shells report it).
+inline constexpr int kInterruptedExit = 130;
+
+}  // namespace dtsim::cli
