@@ -78,6 +78,9 @@ class Lowering {
     };
     std::vector<Held> held;
     std::vector<bool> gathered;  // param_overlap: layers whose weights this step has gathered
+    // ZeRO-3: the last compute task of every layer run so far, in order; a
+    // gather with a bounded prefetch waits for the one that frees its slot.
+    std::vector<std::uint32_t> layers_done;
   };
 
   // The simulated ranks sit at t = c = e = d = 0; a group's copies shift
@@ -201,7 +204,7 @@ class Lowering {
   // Gathers depend on nothing, so the dp stream runs them ahead of compute
   // (FSDP's prefetch); the backward issues the next one before the current
   // reduce-scatter, as FSDP's backward prefetch does.
-  TaskRef gather(RankState& s, int layer, bool backward, int mb) {
+  TaskRef gather(RankState& s, int layer, bool backward, int mb, int ahead = 0) {
     if (overlapped_param_gather() && !backward && grad_bytes(layer).value() > 0) {
       // Megatron-Core --overlap-param-gather: the distributed optimizer's
       // all-gather of updated weights runs layer by layer ahead of the first
@@ -215,7 +218,18 @@ class Lowering {
     }
     if (!sharded_params() || grad_bytes(layer).value() <= 0) return std::nullopt;
     return comm(s, Stream::kDpComm, CommOp::kAllGather, s.dp_group, s.dp_calls++, weight_bytes(layer),
-                backward ? Phase::kBackward : Phase::kForward, mb, layer, {});
+                backward ? Phase::kBackward : Phase::kForward, mb, layer, {slot_freed(s, ahead)});
+  }
+
+  // The layer run whose end lets a gather start that many layers ahead of
+  // the next one to run (0: the gather is for the next layer itself): with
+  // prefetch p, at most p + 1 layers' gathered weights are held at once.
+  TaskRef slot_freed(const RankState& s, int ahead) const {
+    if (r_.s.prefetch < 0) return std::nullopt;
+    const auto back = static_cast<std::int64_t>(r_.s.prefetch) - ahead;
+    const auto index = static_cast<std::int64_t>(s.layers_done.size()) - 1 - back;
+    if (index < 0 || index >= static_cast<std::int64_t>(s.layers_done.size())) return std::nullopt;
+    return s.layers_done[static_cast<std::size_t>(index)];
   }
 
   // Activations: without full recomputation a layer keeps its saved tensors
@@ -282,6 +296,7 @@ class Lowering {
     }
     for (int layer : layers_of(s.x.p, chunk)) {
       run_layer(s, layer, false, mb, recv, gather(s, layer, false, mb));
+      if (sharded_params() && s.last_compute) s.layers_done.push_back(*s.last_compute);
       recv.reset();
     }
     if (v < virtual_stages_ - 1) {
@@ -325,11 +340,16 @@ class Lowering {
     const std::vector<int>& layers = layers_of(s.x.p, chunk);
     std::array<Bucket, 2> buckets{Bucket{false, Bytes(0)}, Bucket{true, Bytes(0)}};
     const bool replicated = s.dp_group >= 0;
-    TaskRef next_gather = layers.empty() ? std::nullopt : gather(s, layers.back(), true, mb);
+    // Backward prefetch (PyTorch FSDP's BACKWARD_PRE): the next layer's
+    // gather is issued before this layer's gradients are computed, one layer
+    // ahead; without prefetch each layer gathers when it starts.
+    const bool ahead = r_.s.prefetch != 0;
+    TaskRef next_gather = layers.empty() || !ahead ? std::nullopt : gather(s, layers.back(), true, mb);
     for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-      TaskRef gathered = next_gather;
-      next_gather = std::next(it) != layers.rend() ? gather(s, *std::next(it), true, mb) : std::nullopt;
+      TaskRef gathered = ahead ? next_gather : gather(s, *it, true, mb);
+      next_gather = ahead && std::next(it) != layers.rend() ? gather(s, *std::next(it), true, mb, 1) : std::nullopt;
       run_layer(s, *it, true, mb, recv, gathered);
+      if (sharded_params() && s.last_compute) s.layers_done.push_back(*s.last_compute);
       recv.reset();
       if (sharded_params()) {
         // Sharded gradients cannot wait for the last micro-batch: reduce-scatter each one.
@@ -408,7 +428,9 @@ class Lowering {
       for (int chunk = 0; chunk < r_.s.vpp; ++chunk) {
         for (int layer : layers_of(p, chunk)) largest = std::max(largest, weight_bytes(layer));
       }
-      buffers += largest * 2.0;
+      // The running layer's weights and those gathered ahead of it (the
+      // unbounded ideal is held to one ahead, as it was before `prefetch`).
+      buffers += largest * (r_.s.prefetch < 0 ? 2.0 : 1.0 + r_.s.prefetch);
     } else if (replicas() > 1) {
       buffers += r_.s.bucket;
     }

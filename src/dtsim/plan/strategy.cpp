@@ -108,7 +108,7 @@ void check_stage_layers(const Strategy& s, std::int64_t blocks) {
 
 std::string_view strategy_keys() {
   return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, "
-         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, tp_overlap, param_overlap, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor";
+         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, tp_overlap, param_overlap, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor";
 }
 
 const std::vector<Preset>& presets() {
@@ -252,6 +252,9 @@ Strategy parse_strategy(std::string_view text) {
       s.tp_overlap = on_off(key, value);
     } else if (key == "param_overlap") {
       s.param_overlap = on_off(key, value);
+    } else if (key == "prefetch") {
+      if (value == "unbounded") s.prefetch = -1;
+      else s.prefetch = positive(key, value, 0, 64);
     } else if (key == "bucket") {
       try {
         s.bucket = core::parse_bytes(value);

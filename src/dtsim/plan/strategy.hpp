@@ -86,6 +86,14 @@ struct Strategy {
   /// The ZeRO-1/2 parameter all-gather split per layer and overlapped with the
   /// forward (Megatron-Core --overlap-param-gather) instead of after the step.
   bool param_overlap = false;
+  /// ZeRO-3/FSDP: layers whose weights may be gathered ahead of the one
+  /// computing. 1: PyTorch FSDP's limit_all_gathers (the default since
+  /// PyTorch 2.0: the next layer's all-gather waits until the one before the
+  /// current layer has freed its weights); 0: blocking gathers, each layer
+  /// gathers when it starts (DeepSpeed ZeRO-3 without prefetching, as 2021
+  /// runs had it); -1: unbounded, an ideal that overlaps as far as the
+  /// stream allows.
+  int prefetch = 1;
   /// Communication in flight takes SMs (one per NCCL channel) and memory
   /// bandwidth from the kernels beside it (sim::contention_slowdown); off
   /// shows the ideal of communication that costs compute nothing.
