@@ -1,6 +1,7 @@
-// `dtsim sweep`: JSON lines or CSV of simulate requests in, one JSON line of
-// report per request out, in order; on 1, 2 and 4 local MPI ranks
-// (oversubscribed on a 2-core machine) the output is byte-identical.
+// Commands spread over MPI ranks. `dtsim sweep`: JSON lines or CSV of
+// simulate requests in, one JSON line of report per request out, in order; on
+// 1, 2 and 4 local ranks (oversubscribed on a 2-core machine) the output is
+// byte-identical. `dtsim search` ranks the same candidates on any number of ranks.
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -90,6 +91,20 @@ TEST(Sweep, ABadFileIsOneLineBeforeAnythingRuns) {
             "dtsim: " + file + ":1: /nodes: expected an integer from 1 to 1048576, got 0\n");
   EXPECT_EQ(first_error_line("# nothing\n"),
             "dtsim: " + file + ": no requests (one JSON object per line, or a CSV header and rows)\n");
+}
+
+TEST(SearchOnRanks, TheRankingIsTheSameOnOneTwoAndFourRanks) {
+  auto ranked = [](const std::string& ranks) {
+    CliResult r = run_dtsim("search --model gpt3-1.3b --cluster dgx-a100 --gbs 64 --json --ranks " + ranks);
+    EXPECT_EQ(r.exit_code, 0) << ranks;
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    j.erase("seconds");  // wall time, the one field that may differ
+    return j;
+  };
+  const nlohmann::json one = ranked("1");
+  EXPECT_GT(one["fitting"].get<int>(), 10);
+  EXPECT_EQ(ranked("2"), one);
+  EXPECT_EQ(ranked("4"), one);
 }
 
 }  // namespace

@@ -74,10 +74,12 @@ struct SearchOptions {
   int threads = 0;
   std::optional<std::string> profile;
   bool json = false;
+  int ranks = 1;  ///< local MPI ranks to start when not under mpirun already
 };
 
 void add_search(CLI::App& app, SearchOptions& options);
-int run_search(const SearchOptions& options, std::ostream& out);
+/// `args` is the command line as given, for re-executing under mpirun.
+int run_search(const SearchOptions& options, const std::vector<std::string>& args, std::ostream& out);
 
 struct PlanOptions {
   std::string model;

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/mpi_gather.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/driver/simulation.hpp"
 #include "dtsim/exec/launch.hpp"
@@ -155,31 +156,17 @@ std::string run_one(const SweepRequest& r, const std::string& path) {
   return row.dump();
 }
 
-// Rank 0 receives every rank's lines, each as its index and text.
-std::vector<std::string> gather_lines(const std::vector<std::string>& mine, std::size_t total, int rank, int size) {
+// Rank 0 receives every rank's lines and puts them back in the file's order
+// (rank r ran requests r, r + n, r + 2n, ...).
+std::vector<std::string> gather_lines(const std::vector<std::string>& mine, std::size_t total, int size) {
   std::string packed;
-  for (std::size_t i = static_cast<std::size_t>(rank), k = 0; i < total; i += static_cast<std::size_t>(size), ++k) {
-    packed += mine[k];
-    packed += '\n';
-  }
-  int length = static_cast<int>(packed.size());
-  std::vector<int> lengths(static_cast<std::size_t>(size)), offsets(static_cast<std::size_t>(size));
-  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::string all;
-  if (rank == 0) {
-    for (int r = 1; r < size; ++r) offsets[static_cast<std::size_t>(r)] = offsets[static_cast<std::size_t>(r - 1)] + lengths[static_cast<std::size_t>(r - 1)];
-    all.resize(static_cast<std::size_t>(offsets.back() + lengths.back()));
-  }
-  MPI_Gatherv(packed.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
-  std::vector<std::string> ordered(total);
-  if (rank != 0) return ordered;
-  for (int r = 0; r < size; ++r) {
-    std::istringstream lines(all.substr(static_cast<std::size_t>(offsets[static_cast<std::size_t>(r)]),
-                                        static_cast<std::size_t>(lengths[static_cast<std::size_t>(r)])));
+  for (const std::string& line : mine) packed += line + '\n';
+  const std::vector<std::string> texts = gather_texts(packed);
+  std::vector<std::string> ordered(texts.empty() ? 0 : total);
+  for (std::size_t r = 0; r < texts.size(); ++r) {
+    std::istringstream lines(texts[r]);
     std::string line;
-    for (std::size_t i = static_cast<std::size_t>(r); i < total && std::getline(lines, line); i += static_cast<std::size_t>(size)) {
-      ordered[i] = line;
-    }
+    for (std::size_t i = r; i < total && std::getline(lines, line); i += static_cast<std::size_t>(size)) ordered[i] = line;
   }
   return ordered;
 }
@@ -210,7 +197,7 @@ int run_sweep(const SweepOptions& o, const std::vector<std::string>& args, std::
     lines.push_back(run_one(requests[i], o.requests));
   }
   if (under_mpi) {
-    lines = gather_lines(lines, requests.size(), rank, size);
+    lines = gather_lines(lines, requests.size(), size);
     MPI_Finalize();
   }
   if (rank != 0) return 0;

@@ -115,11 +115,15 @@ SearchResult run_search(const model::Graph& graph, const topo::Cluster& cluster,
   }
   result.pruned_by_memory = all.size() - worth.size();
 
+  std::vector<std::size_t> mine;
+  const int shards = std::max(1, o.shards);
+  for (std::size_t i = static_cast<std::size_t>(o.shard); i < worth.size(); i += static_cast<std::size_t>(shards)) mine.push_back(i);
   std::vector<std::optional<report::Report>> reports(worth.size());
   std::atomic<std::size_t> next{0}, done{0};
   std::mutex progress_lock;
   auto work = [&] {
-    for (std::size_t i = next++; i < worth.size(); i = next++) {
+    for (std::size_t k = next++; k < mine.size(); k = next++) {
+      const std::size_t i = mine[k];
       if (o.stop && o.stop->load()) break;
       driver::SimulationRequest request{"", "", worth[i], std::nullopt, std::nullopt, std::nullopt, false, {}, {}};
       driver::Prediction p = driver::predict(graph, cluster, request, o.profile.get());
@@ -127,7 +131,7 @@ SearchResult run_search(const model::Graph& graph, const topo::Cluster& cluster,
       std::size_t finished = ++done;
       if (o.progress) {
         std::lock_guard lock(progress_lock);
-        o.progress(finished, worth.size());
+        o.progress(finished, mine.size());
       }
     }
   };
@@ -136,10 +140,10 @@ SearchResult run_search(const model::Graph& graph, const topo::Cluster& cluster,
   for (unsigned k = 0; k < threads; ++k) pool.emplace_back(work);
   pool.clear();  // joins
   result.simulated = done.load();
-  result.stopped = result.simulated < worth.size();
+  result.stopped = result.simulated < mine.size();
 
   for (std::size_t i = 0; i < worth.size(); ++i) {
-    if (reports[i]) result.ranked.push_back({worth[i], std::move(*reports[i]), false});
+    if (reports[i]) result.ranked.push_back({worth[i], std::move(*reports[i]), false, i});
   }
   // Fastest first, and among equally fast ones the smallest: a candidate is on
   // the front when it needs less memory than every candidate before it.

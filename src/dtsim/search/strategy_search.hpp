@@ -32,12 +32,17 @@ struct SearchOptions {
   /// When set and true, no further configuration starts: the result ranks
   /// those simulated so far (Ctrl-C in the CLI).
   const std::atomic<bool>* stop = nullptr;
+  /// One MPI rank's share: only the configurations worth simulating whose
+  /// position i has i % shards == shard are simulated and ranked.
+  int shard = 0;
+  int shards = 1;
 };
 
 struct Candidate {
   std::string strategy;  ///< as `simulate --strategy` takes it
   report::Report report;
   bool pareto = false;   ///< no other candidate is both faster and smaller
+  std::size_t order = 0; ///< position among those worth simulating: equal ranks keep it
 };
 
 struct SearchResult {
