@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what dtsim needs from Debian's packages, only what is missing.
-# Called by `make run` and `make test` (the README's two commands); safe to re-run.
+# Called by scripts/quickstart.sh and scripts/test.sh (the README's two commands); safe to re-run.
 set -euo pipefail
 
 packages=(

@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/bootstrap.sh
 [ -f build/build.ninja ] || meson setup build
-ninja -C build src/cli/dtsim
+# Every program the README uses after this one: dtsim, dtsim-calibrate and the benchmark.
+ninja -C build src/cli/dtsim calibrate/dtsim-calibrate bench/bench_simulate
 exec build/src/cli/dtsim simulate --model llama2-7b --cluster dgx-h100 --strategy fsdp "$@"

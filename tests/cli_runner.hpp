@@ -11,9 +11,8 @@ struct CliResult {
   std::string out;  // stdout, or stdout and stderr together when merged
 };
 
-inline CliResult run_dtsim(const std::string& args, bool merge_stderr = false) {
-  const char* bin = std::getenv("DTSIM_BIN");
-  std::string command = std::string(bin ? bin : "dtsim") + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null");
+// Runs a shell command line and captures its stdout (stderr too when it says 2>&1).
+inline CliResult run_shell(const std::string& command) {
   CliResult result;
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return result;
@@ -23,4 +22,9 @@ inline CliResult run_dtsim(const std::string& args, bool merge_stderr = false) {
   int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+inline CliResult run_dtsim(const std::string& args, bool merge_stderr = false) {
+  const char* bin = std::getenv("DTSIM_BIN");
+  return run_shell(std::string(bin ? bin : "dtsim") + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null"));
 }
