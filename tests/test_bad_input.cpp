@@ -73,6 +73,8 @@ const Case kCases[] = {
   {"mbs wrapping dp*mbs", "", "simulate -m tiny-gpt -c dgx-h100 -s mbs=536870912,gbs=8", "--strategy: /mbs: dp*mbs = 4294967296"},
   {"degree beyond a million", "", "simulate -m tiny-gpt -c dgx-h100 -s dp=2000000", "--strategy: /dp: expected an integer from 1 to 1048576"},
   {"zero stage 4", "", "simulate -m tiny-gpt -c dgx-h100 -s zero=4", "--strategy: /zero: expected an integer from 0 to 3"},
+  {"a pipeline of an encoder-decoder", "", "simulate -m " DTSIM_SOURCE_DIR "/tests/inputs/hf/t5-base/config.json -c dgx-h100 -s tp=2,pp=2", "--strategy: /pp: t5-base is an encoder-decoder: its pipeline and context parallelism are not modelled; expected 1, got 2"},
+  {"a T5 activation that does not exist", R"({"model_type": "t5", "d_model": 64, "d_kv": 16, "d_ff": 128, "num_heads": 4, "num_layers": 2, "vocab_size": 100, "feed_forward_proj": "gated-swish"})", "simulate -m $F -c dgx-h100 -s ddp", "$F: /feed_forward_proj: expected relu, gelu, gelu_new or silu, optionally gated- (\"gated-gelu\"), got \"gated-swish\""},
   {"a sequence length for a CNN", "", "simulate -m resnet50 -c dgx-h100 -s ddp --seq-len 512", "--seq-len: " DTSIM_SOURCE_DIR "/workloads/resnet50.json is a layer graph, which has no sequence"},
   // absurd scales
   {"a million nodes", "", "simulate -m tiny-gpt -c dgx-h100 --nodes 1000000 -s ddp", "--nodes: 1000000 nodes of 8 GPUs is more than"},

@@ -55,12 +55,12 @@ TEST(HfConfig, Qwen2MistralMixtralAndNeoxLoad) {
 
 TEST(HfConfig, UnsupportedModelTypeAndBadHeadsAreOneLine) {
   try {
-    load(R"({"model_type": "t5"})");
+    load(R"({"model_type": "bart"})");
     FAIL();
   } catch (const core::InputError& e) {
     EXPECT_STREQ(e.what(), "config.json: /model_type: expected one of llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma, "
                  "gemma2, gemma3_text, phi3, olmo, olmo2, falcon, gpt2, gpt_neox, bert, roberta, deepseek_v2, deepseek_v3, "
-                 "got \"t5\"");
+                 "t5, mt5, got \"bart\"");
   }
   try {
     load(R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_attention_heads": 30,
@@ -133,6 +133,58 @@ TEST(HfConfig, ShapesThatCostTimeComeFromTheFile) {
       EXPECT_FALSE(op.causal);
     }
   }
+}
+
+TEST(HfConfig, T5IsAnEncoderThenADecoderThatAttendsToIt) {
+  const model::Graph t5 = model::load_workload(hf_dir() + "t5-v1_1-base/config.json");
+  ASSERT_TRUE(t5.transformer);
+  EXPECT_EQ(t5.transformer->layers, 24);
+  EXPECT_EQ(t5.transformer->decoder_layers, 12);
+  EXPECT_EQ(t5.block_count(), 24);
+  // 512 input tokens, 114 target tokens: T5's span-corruption pretraining.
+  EXPECT_EQ(t5.seq_len, 512);
+  EXPECT_EQ(t5.transformer->decoder_seq_len, 114);
+  auto find = [](const model::Layer& layer, const std::string& name) -> const model::Op* {
+    for (const model::Op& op : layer.ops) {
+      if (op.name == name) return &op;
+    }
+    return nullptr;
+  };
+  const model::Layer& encoder = t5.layers[1];
+  const model::Layer& decoder = t5.layers[13];
+  EXPECT_EQ(find(encoder, "xattn.core"), nullptr);
+  ASSERT_NE(find(encoder, "attn.core"), nullptr);
+  EXPECT_FALSE(find(encoder, "attn.core")->causal);
+  EXPECT_EQ(find(encoder, "attn.core")->gemm.m, 512);
+  ASSERT_NE(find(decoder, "attn.core"), nullptr);
+  EXPECT_TRUE(find(decoder, "attn.core")->causal);
+  EXPECT_EQ(find(decoder, "attn.core")->gemm.m, 114);
+  // Cross-attention: 114 queries against 512 keys, none masked; keys and values from the encoder's 512 tokens.
+  const model::Op* cross = find(decoder, "xattn.core");
+  ASSERT_NE(cross, nullptr);
+  EXPECT_FALSE(cross->causal);
+  EXPECT_EQ(cross->gemm.m, 114);
+  EXPECT_EQ(cross->gemm.n, 512);
+  EXPECT_DOUBLE_EQ(cross->forward_flops.value(), 2.0 * 2 * 12 * 114 * 512 * 64);
+  const model::Op* kv = find(decoder, "xattn.kv");
+  ASSERT_NE(kv, nullptr);
+  EXPECT_EQ(kv->gemm.m, 512);
+  EXPECT_EQ(kv->tokens, 512);
+  EXPECT_EQ(decoder.tokens, 114);
+  EXPECT_EQ(find(decoder, "attn.proj")->tokens, 114);
+  // The relative position bias is computed in each stack's first block only.
+  EXPECT_NE(find(t5.layers[1], "attn.position_bias"), nullptr);
+  EXPECT_EQ(find(t5.layers[2], "attn.position_bias"), nullptr);
+  EXPECT_NE(find(t5.layers[13], "attn.position_bias"), nullptr);
+  // The encoder ends in its own norm; the logits are over the target tokens.
+  EXPECT_NE(find(t5.layers[12], "encoder.final_norm"), nullptr);
+  EXPECT_EQ(find(t5.layers.back(), "head.logits")->gemm.m, 114);
+  // v1.1's gated-GELU MLP has three matrices, the original T5's ReLU MLP two.
+  EXPECT_NE(find(encoder, "mlp.gate_up"), nullptr);
+  EXPECT_NE(find(model::load_workload(hf_dir() + "t5-base/config.json").layers[1], "mlp.fc1"), nullptr);
+  // --seq-len sets the inputs and keeps the 114:512 ratio for the targets.
+  const model::Graph longer = model::load_workload(hf_dir() + "t5-v1_1-base/config.json", {1024});
+  EXPECT_EQ(longer.transformer->decoder_seq_len, 228);
 }
 
 TEST(WorkloadJson, HeadSizeAndSharedExpertsAreKeysOfItsOwn) {

@@ -83,6 +83,10 @@ struct Op {
   bool tp_gather_before = false;
   /// An MoE expert op: sharded over ep; its FLOPs already count top_k experts per token.
   bool expert = false;
+  /// Tokens per sample the op's input holds, which sizes its tensor-parallel
+  /// collectives; 0: the model's seq_len. An encoder-decoder's decoder ops run
+  /// over the target tokens, its cross-attention keys over the encoder's.
+  std::int64_t tokens = 0;
 };
 
 enum class LayerRole { kEmbedding, kBlock, kHead };
@@ -91,6 +95,8 @@ struct Layer {
   std::string name;
   LayerRole role = LayerRole::kBlock;
   std::vector<Op> ops;
+  /// Tokens per sample of the layer's input (what full recomputation keeps); 0: the model's seq_len.
+  std::int64_t tokens = 0;
 };
 
 /// The shape of a transformer, kept for validating strategies against it.
@@ -104,6 +110,9 @@ struct TransformerShape {
   std::int64_t experts = 0;  ///< 0 for a dense model
   std::int64_t top_k = 0;
   std::int64_t head_dim = 0;  ///< attention head size (hidden / heads unless the model sets its own)
+  /// Encoder-decoder models (T5): the decoder's blocks, counted in `layers` too; 0 otherwise.
+  std::int64_t decoder_layers = 0;
+  std::int64_t decoder_seq_len = 0;  ///< the decoder's tokens per sample (seq_len is the encoder's)
 };
 
 struct Graph {

@@ -209,6 +209,49 @@ TransformerConfig deepseek(core::JsonReader& r, const LoadOptions& options) {
   return c;
 }
 
+// T5 (and its v1.1, mT5, Flan-T5): an encoder-decoder with RMS norms without
+// biases, relative position biases, a ReLU MLP or a gated one
+// ("gated-gelu"), and its own key names. Its pretraining step (span
+// corruption at 15% noise, mean span 3) reads 512 input tokens and writes
+// 114 target tokens; --seq-len sets the input and keeps that ratio.
+constexpr std::int64_t kT5Inputs = 512, kT5Targets = 114;
+TransformerConfig t5(core::JsonReader& r, const LoadOptions& options) {
+  TransformerConfig c;
+  c.layers = r.count("num_layers", kMaxLayers);
+  c.decoder_layers = present(r, "num_decoder_layers") ? r.count("num_decoder_layers", kMaxLayers) : c.layers;
+  c.hidden = r.count("d_model", kMaxHidden);
+  c.heads = r.count("num_heads", kMaxHeads);
+  c.kv_heads = c.heads;
+  c.head_dim = r.count("d_kv", kMaxHidden);
+  c.ffn_hidden = r.count("d_ff", kMaxFfnHidden);
+  c.vocab = r.count("vocab_size", kMaxVocab);
+  c.position_buckets =
+      present(r, "relative_attention_num_buckets") ? r.count("relative_attention_num_buckets", kMaxSeqLen) : 32;
+  const std::string projection = r.string_or("feed_forward_proj", "relu");
+  const bool gated = projection.rfind("gated-", 0) == 0;
+  const std::string activation = gated ? projection.substr(6) : projection;
+  if (activation != "relu" && activation != "gelu" && activation != "gelu_new" && activation != "silu") {
+    r.fail("feed_forward_proj", fmt::format("expected relu, gelu, gelu_new or silu, optionally gated- (\"gated-gelu\"), "
+                                            "got \"{}\"", projection));
+  }
+  c.mlp = gated ? MlpKind::kSwiGlu : MlpKind::kGelu;
+  c.norm = NormKind::kRmsNorm;
+  c.tied_embeddings = r.boolean_or("tie_word_embeddings", true);
+  c.learned_positions = false;
+  c.rotary = false;
+  c.causal = false;  // the encoder's; the decoder's blocks are causal
+  if (options.seq_len) {
+    c.seq_len = *options.seq_len;
+    c.decoder_seq_len = std::max<std::int64_t>(1, (*options.seq_len * kT5Targets + kT5Inputs / 2) / kT5Inputs);
+    c.seq_len_source = fmt::format("--seq-len; the decoder's {} target tokens keep T5's 114 per 512", c.decoder_seq_len);
+  } else {
+    c.seq_len = kT5Inputs;
+    c.decoder_seq_len = kT5Targets;
+    c.seq_len_source = "T5's pretraining: 512 input tokens, 114 decoder target tokens (span corruption, Raffel et al. 2020)";
+  }
+  return c;
+}
+
 // The model's name: the config's own, else the folder it sits in (where
 // `huggingface-cli download` puts it), else its type.
 std::string name_of(core::JsonReader& r, const std::string& file, const std::string& type) {
@@ -232,7 +275,7 @@ Graph load_hf_config(const nlohmann::json& document, const std::string& file, co
   const std::string type = r.choice(
       "model_type", {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
                      "gemma3_text", "phi3", "olmo", "olmo2", "falcon", "gpt2", "gpt_neox", "bert", "roberta", "deepseek_v2",
-                     "deepseek_v3"});
+                     "deepseek_v3", "t5", "mt5"});
   TransformerConfig c;
   if (type == "gpt2") {
     c = gpt2(r, options);
@@ -246,6 +289,9 @@ Graph load_hf_config(const nlohmann::json& document, const std::string& file, co
   } else if (type == "deepseek_v2" || type == "deepseek_v3") {
     c = deepseek(r, options);
     check_transformer(c, r, "num_attention_heads", "num_attention_heads");
+  } else if (type == "t5" || type == "mt5") {
+    c = t5(r, options);
+    check_transformer(c, r, "num_heads", "num_heads");
   } else if (type == "bert" || type == "roberta") {
     c = bert(r, options);
     check_transformer(c, r, "num_attention_heads", "num_attention_heads");

@@ -162,6 +162,58 @@ void add_attention(Layer& layer, const TransformerConfig& c, std::int64_t window
   layer.ops.push_back(residual);
 }
 
+// Cross-attention of an encoder-decoder's decoder block (T5): queries from the
+// decoder's tokens, keys and values projected from the encoder's output. The
+// encoder's output is one tensor every decoder block reads; it is saved once,
+// by the encoder's final norm, not per block.
+void add_cross_attention(Layer& layer, const TransformerConfig& c, std::int64_t encoder_tokens) {
+  const std::int64_t s = c.seq_len, e = encoder_tokens, h = c.hidden, a = c.heads, d = c.head_size();
+  const std::int64_t width = a * d;
+  const double sw = static_cast<double>(s * width), ew = static_cast<double>(e * width);
+  layer.ops.push_back(norm_op("xattn.norm", c));
+  Op q = gemm_op("xattn.q", TensorSplit::kSharded, {s, width, h, 1});
+  q.params = static_cast<double>(h * width);
+  q.saved.replicated_elements = static_cast<double>(s * h);
+  q.tp_gather_before = true;
+  layer.ops.push_back(q);
+  Op kv = gemm_op("xattn.kv", TensorSplit::kSharded, {e, 2 * width, h, 1});
+  kv.params = static_cast<double>(2 * h * width);
+  kv.tp_gather_before = true;
+  kv.tokens = e;
+  layer.ops.push_back(kv);
+  // Not square: every decoder query sees every encoder key, none masked.
+  Op core = gemm_op("xattn.core", TensorSplit::kSharded, {s, e, d, 2 * a});
+  core.kind = OpKind::kAttention;
+  core.causal = false;
+  const double scores = static_cast<double>(a) * static_cast<double>(s) * static_cast<double>(e);
+  core.forward_elements_moved = 2.0 * sw + 2.0 * ew;  // Q and K, V in; the output out
+  core.backward_elements_moved = 2.0 * core.forward_elements_moved;
+  core.weight_elements_moved = 0;
+  core.score_elements = scores;
+  core.saved.sharded_elements = sw + 2.0 * ew;
+  core.saved.score_elements = 2 * scores;
+  core.saved.score_mask = Bytes(scores);
+  layer.ops.push_back(core);
+  Op proj = gemm_op("xattn.proj", TensorSplit::kSharded, {s, h, width, 1});
+  proj.params = static_cast<double>(width * h);
+  proj.saved.sharded_elements = sw;
+  proj.tp_reduce_after = true;
+  layer.ops.push_back(proj);
+  const double sh = static_cast<double>(s * h);
+  Op residual = memory_op("xattn.dropout_add", OpKind::kElementwise, TensorSplit::kReplicated, 3 * sh);
+  residual.saved.replicated_mask = Bytes(sh);
+  layer.ops.push_back(residual);
+}
+
+// T5's relative position bias: the buckets x heads table expanded into a
+// heads x queries x keys bias, once per stack, that every block adds to its scores.
+Op position_bias(const TransformerConfig& c) {
+  const double bias = static_cast<double>(c.heads) * static_cast<double>(c.seq_len) * static_cast<double>(c.seq_len);
+  Op op = memory_op("attn.position_bias", OpKind::kElementwise, TensorSplit::kSharded, bias);
+  op.params = static_cast<double>(c.position_buckets * c.heads);
+  return op;
+}
+
 // An MLP of width f: a dense one, a routed expert (`expert`: its parameters
 // counted once per expert, its work `copies` times, once per expert a token
 // goes to) or the shared experts.
@@ -204,12 +256,16 @@ void add_mlp(Layer& layer, const TransformerConfig& c, std::int64_t f, bool expe
   layer.ops.push_back(scaled(down));
 }
 
-Layer block(const TransformerConfig& c, std::int64_t index) {
+// A block; with encoder_tokens > 0, a decoder block that also attends to the encoder's output.
+Layer block(const TransformerConfig& c, std::int64_t index, std::int64_t encoder_tokens = 0) {
   Layer layer;
   layer.name = "block." + std::to_string(index);
   layer.role = LayerRole::kBlock;
   const bool global = c.global_every > 0 && (index + 1) % c.global_every == 0;
+  // Each stack computes its bias in its first block: the encoder's block 0, the decoder's block `layers`.
+  if (c.position_buckets > 0 && (index == 0 || index == c.layers)) layer.ops.push_back(position_bias(c));
   add_attention(layer, c, c.window > 0 && !global ? c.window : 0);
+  if (encoder_tokens > 0) add_cross_attention(layer, c, encoder_tokens);
   if (!c.shared_norm) layer.ops.push_back(norm_op("mlp.norm", c));
   if (c.experts > 0 && index < c.first_dense) {
     add_mlp(layer, c, c.dense_ffn, false, 1.0);  // DeepSeek's first blocks keep a dense MLP
@@ -276,6 +332,40 @@ Layer head(const TransformerConfig& c) {
   return layer;
 }
 
+// The decoder of an encoder-decoder: its own tokens, a causal mask, and its
+// ops sized by its tokens where the model's seq_len (the encoder's) would be wrong.
+TransformerConfig decoder_of(const TransformerConfig& encoder) {
+  TransformerConfig d = encoder;
+  d.seq_len = encoder.decoder_seq_len;
+  d.causal = true;
+  return d;
+}
+
+void mark_tokens(Layer& layer, std::int64_t tokens) {
+  layer.tokens = tokens;
+  for (Op& op : layer.ops) {
+    if (op.tokens == 0) op.tokens = tokens;
+  }
+}
+
+void add_encoder_decoder(Graph& graph, const TransformerConfig& encoder) {
+  const TransformerConfig decoder = decoder_of(encoder);
+  Layer& embed = graph.layers.back();
+  Op lookup = memory_op("embedding.decoder_lookup", OpKind::kEmbedding, TensorSplit::kSharded,
+                        2.0 * static_cast<double>(decoder.seq_len * decoder.hidden));
+  lookup.tp_reduce_after = true;  // the same vocab-parallel table: no parameters of its own
+  lookup.tokens = decoder.seq_len;
+  embed.ops.push_back(lookup);
+  for (std::int64_t i = 0; i < encoder.layers; ++i) graph.layers.push_back(block(encoder, i));
+  graph.layers.back().ops.push_back(norm_op("encoder.final_norm", encoder));
+  for (std::int64_t i = encoder.layers; i < encoder.layers + encoder.decoder_layers; ++i) {
+    graph.layers.push_back(block(decoder, i, encoder.seq_len));
+    mark_tokens(graph.layers.back(), decoder.seq_len);
+  }
+  graph.layers.push_back(head(decoder));
+  mark_tokens(graph.layers.back(), decoder.seq_len);
+}
+
 }  // namespace
 
 Graph build_transformer(const TransformerConfig& config) {
@@ -284,11 +374,23 @@ Graph build_transformer(const TransformerConfig& config) {
   graph.source = config.source;
   graph.seq_len = config.seq_len;
   graph.seq_len_source = config.seq_len_source;
-  graph.transformer = TransformerShape{config.layers, config.hidden,  config.heads,   config.kv_heads,
-                                       config.ffn_hidden, config.vocab, config.experts, config.top_k,
-                                       config.head_size()};
-  graph.layers.reserve(static_cast<std::size_t>(config.layers) + 2);
+  graph.transformer = TransformerShape{config.layers + config.decoder_layers,
+                                       config.hidden,
+                                       config.heads,
+                                       config.kv_heads,
+                                       config.ffn_hidden,
+                                       config.vocab,
+                                       config.experts,
+                                       config.top_k,
+                                       config.head_size(),
+                                       config.decoder_layers,
+                                       config.decoder_seq_len};
+  graph.layers.reserve(static_cast<std::size_t>(config.layers + config.decoder_layers) + 2);
   graph.layers.push_back(embedding(config));
+  if (config.decoder_layers > 0) {
+    add_encoder_decoder(graph, config);
+    return graph;
+  }
   for (std::int64_t i = 0; i < config.layers; ++i) graph.layers.push_back(block(config, i));
   graph.layers.push_back(head(config));
   return graph;

@@ -1,5 +1,5 @@
 #pragma once
-/// Builds the op graph of a decoder or encoder transformer: MHA or GQA
+/// Builds the op graph of a decoder, encoder or encoder-decoder transformer: MHA or GQA
 /// attention (a head size of its own where the model sets one), GeLU or
 /// gated (SwiGLU, GeGLU) MLP, LayerNorm or RMSNorm, tied or untied
 /// embeddings, and MoE blocks with `experts` and `top_k`, and shared experts
@@ -77,6 +77,15 @@ struct TransformerConfig {
   std::int64_t global_every = 0;
   std::int64_t type_vocab = 0;  ///< BERT's token-type (segment) embeddings
   bool mlm_head = false;        ///< BERT's masked-LM head: a dense layer and a norm before the logits
+  /// Encoder-decoder (T5) when > 0: `layers` encoder blocks attend both ways
+  /// over seq_len input tokens, then this many decoder blocks attend causally
+  /// over decoder_seq_len target tokens, each with cross-attention to the
+  /// encoder's output; one embedding table serves both.
+  std::int64_t decoder_layers = 0;
+  std::int64_t decoder_seq_len = 0;
+  /// T5's relative position bias: buckets x heads parameters, computed once
+  /// per stack (its first block) as a heads x queries x keys bias; 0: none.
+  std::int64_t position_buckets = 0;
 
   [[nodiscard]] std::int64_t head_size() const { return head_dim > 0 ? head_dim : hidden / heads; }
 };

@@ -111,8 +111,9 @@ double LayerSteps::eager_factor(model::Op::Pattern pattern) const {
 }
 
 // Activation bytes of this rank's tokens at the given width per token.
-Bytes LayerSteps::tokens_bytes(double width) const {
-  return Bytes(static_cast<double>(graph_.seq_len) / r_.s.cp * width * act_bytes_ * r_.s.mbs);
+Bytes LayerSteps::tokens_bytes(double width, std::int64_t tokens) const {
+  const double per_sample = static_cast<double>(tokens > 0 ? tokens : graph_.seq_len);
+  return Bytes(per_sample / r_.s.cp * width * act_bytes_ * r_.s.mbs);
 }
 
 void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool backward, bool recomputed) {
@@ -175,16 +176,18 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
   const bool selective = r_.s.recompute == Recompute::kSelective && !r_.s.flash_attention;
   if (!backward) {
     for (const model::Op& op : layer.ops) {
-      if (tp && sp && op.tp_gather_before) collective(CommOp::kAllGather);
+      if (tp && sp && op.tp_gather_before) collective(CommOp::kAllGather, GroupKind::kTp, tokens_bytes(hidden, op.tokens));
       if (ep && op.expert && op.tp_gather_before) collective(CommOp::kAllToAll, GroupKind::kEp, routed);  // dispatch
       if (cp && op.kind == model::OpKind::kAttention) ring_attention(op, false);
       else add(op, false);
       if (ep && op.expert && op.tp_reduce_after) collective(CommOp::kAllToAll, GroupKind::kEp, routed);  // combine
-      if (tp && op.tp_reduce_after) collective(sp ? CommOp::kReduceScatter : CommOp::kAllReduce);
+      if (tp && op.tp_reduce_after) {
+        collective(sp ? CommOp::kReduceScatter : CommOp::kAllReduce, GroupKind::kTp, tokens_bytes(hidden, op.tokens));
+      }
     }
   } else {
     for (auto it = layer.ops.rbegin(); it != layer.ops.rend(); ++it) {
-      if (tp && sp && it->tp_reduce_after) collective(CommOp::kAllGather);
+      if (tp && sp && it->tp_reduce_after) collective(CommOp::kAllGather, GroupKind::kTp, tokens_bytes(hidden, it->tokens));
       if (ep && it->expert && it->tp_reduce_after) collective(CommOp::kAllToAll, GroupKind::kEp, routed);
       if (cp && it->kind == model::OpKind::kAttention) {
         ring_attention(*it, true);
@@ -198,7 +201,9 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
       }
       add(*it, true);
       if (ep && it->expert && it->tp_gather_before) collective(CommOp::kAllToAll, GroupKind::kEp, routed);
-      if (tp && it->tp_gather_before) collective(sp ? CommOp::kReduceScatter : CommOp::kAllReduce);
+      if (tp && it->tp_gather_before) {
+        collective(sp ? CommOp::kReduceScatter : CommOp::kAllReduce, GroupKind::kTp, tokens_bytes(hidden, it->tokens));
+      }
     }
   }
   flush();

@@ -44,7 +44,7 @@ class LayerSteps {
   enum class Pass { kForward, kBackward };
   const std::vector<Step>& build(int layer, Pass pass);
   void append(std::vector<Step>& out, const model::Layer& layer, bool backward, bool recomputed);
-  core::Bytes tokens_bytes(double width) const;
+  core::Bytes tokens_bytes(double width, std::int64_t tokens = 0) const;  ///< tokens 0: the model's seq_len
   core::Bytes bytes_moved(const model::Op& op, bool backward, double samples) const;
   double score_passes(bool backward) const;
   double eager_factor(model::Op::Pattern pattern) const;

@@ -238,8 +238,11 @@ class Lowering {
   void run_layer(RankState& s, int layer, bool backward, int mb, TaskRef first_dep, TaskRef gathered) {
     const std::vector<Step>& steps = backward ? steps_.backward(layer) : steps_.forward(layer);
     const bool full = r_.s.recompute == Recompute::kFull;
-    const Bytes saved = saved_activation_bytes(graph_.layers[static_cast<std::size_t>(layer)], r_);
-    const Bytes kept = full && graph_.transformer ? layer_input_bytes(graph_.seq_len, graph_.transformer->hidden, r_) : saved;
+    const model::Layer& l = graph_.layers[static_cast<std::size_t>(layer)];
+    const Bytes saved = saved_activation_bytes(l, r_);
+    const Bytes kept = full && graph_.transformer
+                           ? layer_input_bytes(l.tokens > 0 ? l.tokens : graph_.seq_len, graph_.transformer->hidden, r_)
+                           : saved;
     TaskRef pending = first_dep;
     TaskRef overlapped;  // a transfer running alongside the current compute step, awaited by the next one
     bool first_compute = true;

@@ -303,6 +303,12 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
   if (graph.transformer) {
     const auto& t = *graph.transformer;
     if (t.heads % s.tp != 0) fail("tp", fmt::format("expected a divisor of the model's {} attention heads, got {}", t.heads, s.tp));
+    // Megatron's T5 pipelines split encoder and decoder stages and send the
+    // encoder's output along with the decoder's; dtsim models neither.
+    if (t.decoder_layers > 0 && (s.pp > 1 || s.cp > 1)) {
+      fail(s.pp > 1 ? "pp" : "cp", fmt::format("{} is an encoder-decoder: its pipeline and context parallelism are not "
+                                                "modelled; expected 1, got {}", graph.name, s.pp > 1 ? s.pp : s.cp));
+    }
     check_stage_layers(s, t.layers);
     if (graph.seq_len % s.cp != 0) {
       fail("cp", fmt::format("expected a divisor of the sequence length {}, got {}", graph.seq_len, s.cp));
