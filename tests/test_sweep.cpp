@@ -1,7 +1,8 @@
 // Commands spread over MPI ranks. `dtsim sweep`: JSON lines or CSV of
 // simulate requests in, one JSON line of report per request out, in order; on
 // 1, 2 and 4 local ranks (oversubscribed on a 2-core machine) the output is
-// byte-identical. `dtsim search` ranks the same candidates on any number of ranks.
+// byte-identical. `dtsim search` ranks the same candidates on any number of ranks,
+// and `dtsim plan` prints the same table.
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -132,6 +133,25 @@ TEST(SearchOnRanks, TheRankingIsTheSameOnOneTwoAndFourRanks) {
   const NoLeakCheckUnderMpi mpi;
   EXPECT_EQ(ranked("2"), one);
   EXPECT_EQ(ranked("4"), one);
+}
+
+TEST(PlanOnRanks, TheTableAndTheJsonAreByteIdenticalOnOneTwoAndFourRanks) {
+  // Four clusters (two devices, two sizes), so four ranks each plan one and two ranks two.
+  const std::string plan = "plan -m gpt3-1.3b --tokens 1e11 --gpus 8,16 --devices H100-SXM,A100-SXM-80GB --gbs 256";
+  const CliResult table = run_dtsim(plan);
+  const CliResult json = run_dtsim(plan + " --json");
+  ASSERT_EQ(table.exit_code, 0) << table.out;
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  ASSERT_EQ(nlohmann::json::parse(json.out)["rows"].size(), 4u);
+  const NoLeakCheckUnderMpi mpi;
+  for (const char* ranks : {"2", "4"}) {
+    EXPECT_EQ(run_dtsim(plan + " --ranks " + ranks).out, table.out) << ranks << " ranks";
+    EXPECT_EQ(run_dtsim(plan + " --json --ranks " + ranks).out, json.out) << ranks << " ranks";
+  }
+  // Bad input is one line, from rank 0 only, and exit 2.
+  const CliResult bad = run_dtsim("plan -m gpt3-1.3b --tokens 1e11 --gpus 12 --ranks 2", true);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.out, "dtsim: --gpus: expected multiples of 8 GPUs, got 12\n");
 }
 
 }  // namespace

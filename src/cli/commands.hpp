@@ -92,10 +92,12 @@ struct PlanOptions {
   std::optional<std::string> chart;
   double goodput = 0.9;  ///< search::kDefaultGoodput
   bool json = false;
+  int ranks = 1;  ///< local MPI ranks to spread the clusters over
 };
 
 void add_plan(CLI::App& app, PlanOptions& options);
-int run_plan(const PlanOptions& options, std::ostream& out);
+/// `args` is the command line, to re-execute under mpirun for --ranks.
+int run_plan(const PlanOptions& options, const std::vector<std::string>& args, std::ostream& out);
 
 struct RunOptions {
   std::string model = "tiny-gpt";

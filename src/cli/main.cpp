@@ -54,14 +54,13 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("list")) return dtsim::cli::run_list(std::cout);
     if (app.got_subcommand("collective")) return dtsim::cli::run_collective(collective, std::cout);
     if (app.got_subcommand("compare")) return dtsim::cli::run_compare(compare, std::cout);
-
-    if (app.got_subcommand("plan")) return dtsim::cli::run_plan(plan, std::cout);
     if (app.got_subcommand("kernel")) return dtsim::cli::run_kernel(kernel, std::cout);
     const std::vector<std::string> args(argv, argv + argc);
     if (app.got_subcommand("run")) return dtsim::cli::run_run(run, args, std::cout);
     if (app.got_subcommand("validate")) return dtsim::cli::run_validate(validate, args, std::cout);
     if (app.got_subcommand("sweep")) return dtsim::cli::run_sweep(sweep, args, std::cout);
     if (app.got_subcommand("search")) return dtsim::cli::run_search(search, args, std::cout);
+    if (app.got_subcommand("plan")) return dtsim::cli::run_plan(plan, args, std::cout);
   } catch (const dtsim::core::InputError& e) {
     std::fprintf(stderr, "dtsim: %s\n", e.what());
     return 2;

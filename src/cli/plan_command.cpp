@@ -4,16 +4,20 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <mpi.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
 #include "cli/interrupt.hpp"
+#include "cli/mpi_gather.hpp"
 #include "cli/progress_bar.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/driver/simulation.hpp"
+#include "dtsim/exec/launch.hpp"
 #include "dtsim/model/workload_loader.hpp"
 #include "dtsim/search/capacity_plan.hpp"
 
@@ -79,6 +83,42 @@ std::string chart(const std::vector<search::PlanRow>& rows) {
   return svg;
 }
 
+// Every rank's rows on rank 0, in the order one process plans them. A row
+// travels as JSON with its doubles written exactly (nlohmann's round trip),
+// so the table and the JSON are byte-identical to one process's.
+std::vector<search::PlanRow> gather_rows(const std::vector<search::PlanRow>& mine) {
+  std::string packed;
+  for (const auto& r : mine) {
+    packed += nlohmann::json{{"order", r.order}, {"device", r.device}, {"shape", r.shape}, {"gpus", r.gpus},
+                             {"strategy", r.strategy ? nlohmann::json(*r.strategy) : nlohmann::json(nullptr)},
+                             {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu}, {"days", r.days}, {"gpu_hours", r.gpu_hours},
+                             {"cost", r.cost ? nlohmann::json(*r.cost) : nlohmann::json(nullptr)}}
+                  .dump() +
+              "\n";
+  }
+  std::vector<search::PlanRow> all;
+  for (const std::string& text : gather_texts(packed)) {
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      search::PlanRow r;
+      r.order = j["order"].get<std::size_t>();
+      r.device = j["device"].get<std::string>();
+      r.shape = j["shape"].get<std::string>();
+      r.gpus = j["gpus"].get<int>();
+      if (!j["strategy"].is_null()) r.strategy = j["strategy"].get<std::string>();
+      r.tokens_per_s = j["tokens_per_s"].get<double>();
+      r.mfu = j["mfu"].get<double>();
+      r.days = j["days"].get<double>();
+      r.gpu_hours = j["gpu_hours"].get<double>();
+      if (!j["cost"].is_null()) r.cost = j["cost"].get<double>();
+      all.push_back(std::move(r));
+    }
+  }
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.order < b.order; });
+  return all;
+}
+
 std::string shape_names() {
   std::string names;
   for (const search::ClusterShape& s : search::cluster_shapes()) names += (names.empty() ? "" : ", ") + s.name;
@@ -100,9 +140,12 @@ void add_plan(CLI::App& app, PlanOptions& o) {
   cmd->add_option("--goodput", o.goodput, "share of the wall clock that trains (failures, restarts and checkpoints take "
                                           "the rest; Llama 3 405B reports above 0.9)")->capture_default_str();
   cmd->add_flag("--json", o.json, "print the rows as JSON");
+  cmd->add_option("--ranks", o.ranks, "spread the clusters over this many local MPI ranks (under mpirun already: its ranks)")
+      ->capture_default_str();
 }
 
-int run_plan(const PlanOptions& o, std::ostream& out) {
+int run_plan(const PlanOptions& o, const std::vector<std::string>& args, std::ostream& out) {
+  if (o.ranks < 1) throw core::InputError("--ranks", "", fmt::format("expected 1 or more, got {}", o.ranks));
   hw::DeviceCatalog catalog;
   model::Graph graph = model::load_workload(driver::resolve_input(o.model, "workloads", "--model"));
   if (!(o.tokens > 0)) throw core::InputError("--tokens", "", "expected a positive number of tokens, like 300e9");
@@ -134,13 +177,43 @@ int run_plan(const PlanOptions& o, std::ostream& out) {
     }
   }
   options.goodput = o.goodput;
-  ProgressBar bar("clusters planned");
-  if (!o.json) options.progress = std::ref(bar);
+  // Under MPI each rank plans every n-th cluster and rank 0 prints them all;
+  // ranks on one node split its cores, as search's do.
+  const bool under_mpi = exec::launched_by_mpi();
+  if (!under_mpi && o.ranks > 1) exec::relaunch_with_mpirun(o.ranks, args);
+  int rank = 0, ranks = 1;
+  if (under_mpi) {
+    MPI_Init(nullptr, nullptr);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); local) {
+      options.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, std::atoi(local)));
+    }
+  }
+  options.shard = rank;
+  options.shards = ranks;
+  ProgressBar bar(ranks > 1 ? "of rank 0's clusters planned" : "clusters planned");
+  if (!o.json && rank == 0) options.progress = std::ref(bar);
   catch_interrupt();
   options.stop = &interrupt_requested();
-  std::vector<search::PlanRow> rows = search::plan_capacity(graph, catalog, options);
+  std::vector<search::PlanRow> rows;
+  try {
+    rows = search::plan_capacity(graph, catalog, options);
+  } catch (const core::InputError&) {
+    // Bad input is the same on every rank: rank 0 says so, once, and all leave MPI cleanly.
+    if (!under_mpi) throw;
+    MPI_Finalize();
+    if (rank == 0) throw;
+    return 2;
+  }
   const std::vector<std::string> skipped = search::skipped_shapes(catalog, options);
-  const bool stopped = interrupt_requested().load();
+  bool stopped = interrupt_requested().load();
+  if (under_mpi) {
+    rows = gather_rows(rows);
+    stopped = sum_over_ranks(stopped ? 1 : 0) > 0;
+    MPI_Finalize();
+    if (rank != 0) return stopped ? kInterruptedExit : 0;
+  }
   if (stopped) fmt::print(stderr, "\ndtsim: interrupted: the {} clusters planned so far\n", rows.size());
   if (o.chart) {
     std::ofstream file(*o.chart);

@@ -1,6 +1,7 @@
 #include "dtsim/search/capacity_plan.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -65,13 +66,19 @@ std::vector<PlanRow> plan_capacity(const model::Graph& graph, const hw::DeviceCa
   if (!(o.goodput > 0) || o.goodput > 1) {
     throw core::InputError("--goodput", "", fmt::format("expected a share of the time above 0 and at most 1, got {}", o.goodput));
   }
-  std::size_t total = 0, done = 0;
+  if (o.shards < 1 || o.shard < 0 || o.shard >= o.shards) {
+    throw std::invalid_argument(fmt::format("plan_capacity: shard {} of {}", o.shard, o.shards));
+  }
+  std::size_t clusters = 0, done = 0;
   for (const std::string& name : o.devices) {
     const hw::Device* device = catalog.find(name);
     for (const ClusterShape* shape : shapes) {
-      if (device && device->scale_up_bandwidth.value() >= shape->min_scale_up_gbps * 1e9) total += o.gpu_counts.size();
+      if (device && device->scale_up_bandwidth.value() >= shape->min_scale_up_gbps * 1e9) clusters += o.gpu_counts.size();
     }
   }
+  const auto shards = static_cast<std::size_t>(o.shards), shard = static_cast<std::size_t>(o.shard);
+  const std::size_t total = clusters / shards + (shard < clusters % shards ? 1 : 0);  // this shard's
+  std::size_t position = 0;
   std::vector<PlanRow> rows;
   for (const std::string& name : o.devices) {
     const hw::Device* device = catalog.find(name);
@@ -86,6 +93,7 @@ std::vector<PlanRow> plan_capacity(const model::Graph& graph, const hw::DeviceCa
       if (shape->domain == 72 && gpus > 64 && gpus % 64 != 0) {
         throw core::InputError("--gpus", "", fmt::format("expected multiples of 64 GPUs for nvl72, got {}", gpus));
       }
+      if (position++ % shards != shard) continue;
       if (o.stop && o.stop->load()) return rows;
       topo::Cluster cluster = topo::build_cluster(cluster_for(*device, gpus, *shape), "(planned cluster)", catalog);
       // A reduced space keeps a plan fast: one micro-batch size, ZeRO-1, no context parallelism.
@@ -96,7 +104,7 @@ std::vector<PlanRow> plan_capacity(const model::Graph& graph, const hw::DeviceCa
       s.stop = o.stop;
       SearchResult r = run_search(graph, cluster, s);
       if (r.stopped) return rows;
-      PlanRow row{device->name, shape->name, gpus, std::nullopt, 0, 0, 0, 0, std::nullopt};
+      PlanRow row{device->name, shape->name, gpus, std::nullopt, 0, 0, 0, 0, std::nullopt, position - 1};
       if (!r.ranked.empty()) {
         const auto& best = r.ranked.front();
         row.strategy = best.strategy;

@@ -63,6 +63,11 @@ struct PlanOptions {
   std::vector<std::string> shapes{"nvswitch8-ib"};  ///< names from cluster_shapes()
   std::map<std::string, double> price_per_gpu_hour;
   int threads = 0;
+  /// Spreading a plan over processes (MPI ranks): only the clusters whose
+  /// position i in (device, shape, GPU count) order has i % shards == shard
+  /// are planned; rows keep i in `order`, so merging them restores the order.
+  int shard = 0;
+  int shards = 1;
 };
 
 struct PlanRow {
@@ -75,6 +80,7 @@ struct PlanRow {
   double days = 0;
   double gpu_hours = 0;
   std::optional<double> cost;  ///< when a price is known
+  std::size_t order = 0;       ///< the cluster's position among all those planned
 };
 
 std::vector<PlanRow> plan_capacity(const model::Graph& graph, const hw::DeviceCatalog& catalog, const PlanOptions& options);
