@@ -1,10 +1,13 @@
 // Ctrl-C on the long commands: `search` and `plan` stop starting new work,
-// print the best they have with a line that says so, and exit 130.
+// print the best they have with a line that says so, and exit 130; `validate`
+// and `dtsim-calibrate` stop their MPI ranks, say so, leave no rank running
+// and no scratch file behind, and exit 130.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -58,6 +61,72 @@ TEST(Interrupt, PlanPrintsTheClustersPlannedSoFarAndExits130) {
   EXPECT_EQ(r.exit_code, 130) << r.err;
   EXPECT_NE(r.err.find("dtsim: interrupted: the "), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("stopped by Ctrl-C: the rows above are the clusters planned before it"), std::string::npos) << r.out;
+}
+
+// Starts `COMMAND` in a process group of its own with TMPDIR in a scratch
+// folder, waits until `ready` (a shell test) holds, then sends SIGINT to the
+// whole group, as a terminal's Ctrl-C does. Reports whether any process of the
+// group outlived it and what the scratch folder still holds.
+struct GroupInterrupted : Interrupted {
+  bool group_outlived = true;
+  std::string temp_files;
+};
+
+GroupInterrupted interrupt_group_when(const std::string& command, const std::string& ready) {
+  const ScratchDir scratch;
+  const std::string tmp = scratch.file("tmp"), out = scratch.file("out"), err = scratch.file("err");
+  const std::string script = scratch.file("interrupt.sh");
+  std::ofstream(script) << "set -m\n"
+                        << "mkdir -p " << tmp << " && cd " << tmp << "\n"
+                        << "export TMPDIR=" << tmp << " ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\n"
+                        << command << " > " << out << " 2> " << err << " &\n"
+                        << "p=$!; i=0\n"
+                        << "while ! { " << ready << "; } && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done\n"
+                        << "kill -INT -- -$p; wait $p; echo $?\n"
+                        << "sleep 1; kill -0 -- -$p 2>/dev/null && echo outlived || echo gone\n"
+                        << "ls | grep -v '^ompi' | tr '\\n' ' '; echo\n";
+  GroupInterrupted r;
+  FILE* pipe = popen(("bash " + script).c_str(), "r");
+  std::string code, fate;
+  char buffer[512];
+  std::vector<std::string> lines;
+  while (pipe && std::fgets(buffer, sizeof buffer, pipe)) lines.emplace_back(buffer);
+  if (pipe) pclose(pipe);
+  if (lines.size() >= 3) {
+    r.exit_code = std::atoi(lines[0].c_str());
+    r.group_outlived = lines[1] != "gone\n";
+    r.temp_files = lines[2].substr(0, lines[2].size() - 1);
+  }
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+std::string binary(const char* variable, const char* fallback) {
+  const char* bin = std::getenv(variable);
+  return bin ? bin : fallback;
+}
+
+TEST(Interrupt, ValidateStopsItsRanksAndRemovesTheProfileItCalibrated) {
+  // Once the calibrated profile is written, the ranks are into the real run.
+  GroupInterrupted r = interrupt_group_when(
+      binary("DTSIM_BIN", "dtsim") + " validate --quick-calibration -m tiny-gpt -c localhost-cpu -s dp=2,gbs=8,mbs=2,dtype=fp32",
+      "ls dtsim-validate-*.json >/dev/null 2>&1");
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_EQ(r.err, "dtsim: stopped by Ctrl-C: mpirun stopped the 2 ranks; their scratch files are removed\n");
+  EXPECT_FALSE(r.group_outlived) << "a rank or mpirun outlived Ctrl-C";
+  EXPECT_EQ(r.temp_files, "") << "left in the temporary directory";
+}
+
+TEST(Interrupt, CalibrateStopsItsRanksAndSaysSo) {
+  const std::string calibrate = binary("DTSIM_CALIBRATE_BIN", "");
+  if (calibrate.empty()) GTEST_SKIP() << "DTSIM_CALIBRATE_BIN is not set (meson test sets it)";
+  // A second in, the ranks are measuring; the profile is written only at the end.
+  GroupInterrupted r = interrupt_group_when(calibrate + " --quick -o profile.json", "sleep 1");
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_NE(r.err.find("dtsim-calibrate: stopped by Ctrl-C: mpirun stopped the 2 ranks\n"), std::string::npos) << r.err;
+  EXPECT_FALSE(r.group_outlived) << "a rank or mpirun outlived Ctrl-C";
+  EXPECT_EQ(r.temp_files, "") << "a profile written by a calibration that was stopped";
 }
 
 }  // namespace

@@ -67,7 +67,8 @@ void check_fits_this_machine(const driver::Simulation& sim) {
 }
 
 // Outside a launcher: resolve the plan's world size and re-execute under mpirun.
-void launch_if_needed(const RunOptions& o, const std::optional<std::string>& profile, const std::vector<std::string>& args) {
+void launch_if_needed(const RunOptions& o, const std::optional<std::string>& profile, const std::vector<std::string>& args,
+                      const std::vector<std::filesystem::path>& scratch = {}) {
   if (exec::launched_by_mpi()) return;
   driver::SimulationRequest request{o.model, o.cluster, o.strategy, std::nullopt, std::nullopt, std::nullopt, false, {}, {}};
   // Checked before mpirun starts a rank per GPU of the plan on this machine's cores.
@@ -84,7 +85,7 @@ void launch_if_needed(const RunOptions& o, const std::optional<std::string>& pro
     // Without a profile the CPU cluster cannot be simulated, but the strategy still says how many ranks.
     world = driver::resolve_world(request);
   }
-  exec::relaunch_with_mpirun(world, args);
+  exec::relaunch_with_mpirun(world, args, scratch);
 }
 
 // The reference probe's time at calibration (the mean of the probes before
@@ -247,6 +248,17 @@ class CalibratedProfile {
 int run_validate(const ValidateOptions& o, const std::vector<std::string>& args, std::ostream& out) {
   check_options(o.run);
   const double limit = o.max_error ? parse_max_error(*o.max_error) : 0.0;  // 0: no limit
+  // The profile validate calibrates for itself lives in the temporary
+  // directory. Started from a shell, this process names it for the ranks and
+  // removes it after mpirun, also when Ctrl-C stops the ranks; under a user's
+  // own mpirun, rank 0 removes it at the end.
+  constexpr const char* kScratchProfileVariable = "DTSIM_VALIDATE_PROFILE";
+  if (!o.run.profile && !o.save_profile && !exec::launched_by_mpi()) {
+    const std::filesystem::path scratch =
+        std::filesystem::temp_directory_path() / fmt::format("dtsim-validate-{}.json", ::getpid());
+    ::setenv(kScratchProfileVariable, scratch.c_str(), 1);
+    launch_if_needed(o.run, o.run.profile, args, {scratch});
+  }
   launch_if_needed(o.run, o.run.profile, args);
   MPI_Init(nullptr, nullptr);
   int rank = 0;
@@ -262,8 +274,10 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
     defaults.quick = o.quick_calibration;
     const nlohmann::json p = calibrate::calibrate_profile(calibrate::to_calibration(defaults), "dtsim validate",
                                                           MPI_COMM_WORLD);
+    const char* named = std::getenv(kScratchProfileVariable);
     profile = o.save_profile.value_or(
-        (std::filesystem::temp_directory_path() / fmt::format("dtsim-validate-{}.json", ::getppid())).string());
+        named && *named ? std::string(named)
+                        : (std::filesystem::temp_directory_path() / fmt::format("dtsim-validate-{}.json", ::getppid())).string());
     if (rank == 0) {
       std::ofstream file(profile);
       file << p.dump(1) << "\n";

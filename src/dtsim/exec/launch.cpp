@@ -1,8 +1,13 @@
 #include "dtsim/exec/launch.hpp"
 
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -34,14 +39,55 @@ std::vector<std::string> mpirun_command(int ranks, const std::vector<std::string
   return cmd;
 }
 
-void relaunch_with_mpirun(int ranks, const std::vector<std::string>& args) {
+namespace {
+
+// A signal handler reaches only static storage: this flag is all it sets.
+volatile std::sig_atomic_t interrupted_while_waiting = 0;
+extern "C" void note_interrupt(int) { interrupted_while_waiting = 1; }
+
+// The exit status a shell would report for the child.
+int status_of(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return 1;
+}
+
+}  // namespace
+
+void relaunch_with_mpirun(int ranks, const std::vector<std::string>& args,
+                          const std::vector<std::filesystem::path>& scratch) {
   std::vector<std::string> cmd = mpirun_command(ranks, args);
   std::vector<char*> argv;
   for (std::string& a : cmd) argv.push_back(a.data());
   argv.push_back(nullptr);
-  ::execvp(argv[0], argv.data());
-  throw std::runtime_error(std::string("could not start mpirun: ") + std::strerror(errno) +
-                           " (install openmpi-bin, or start the ranks with your MPI launcher)");
+  // While mpirun runs, this process's SIGINT only notes that Ctrl-C came
+  // (blocking it would not do: library threads, OpenBLAS's, would take it and
+  // end the process). mpirun starts with the default action, as exec resets handlers.
+  struct sigaction note {}, previous {};
+  note.sa_handler = note_interrupt;
+  sigemptyset(&note.sa_mask);
+  sigaction(SIGINT, &note, &previous);
+  pid_t child = 0;
+  const int error = ::posix_spawnp(&child, argv[0], nullptr, nullptr, argv.data(), environ);
+  if (error != 0) {
+    sigaction(SIGINT, &previous, nullptr);
+    throw std::runtime_error(std::string("could not start mpirun: ") + std::strerror(error) +
+                             " (install openmpi-bin, or start the ranks with your MPI launcher)");
+  }
+  int wait_status = 0;
+  while (::waitpid(child, &wait_status, 0) < 0 && errno == EINTR) {
+  }
+  std::error_code ignored;
+  for (const std::filesystem::path& file : scratch) std::filesystem::remove(file, ignored);
+  if (interrupted_while_waiting != 0) {
+    const std::string program = std::filesystem::path(args.at(0)).filename().string();
+    std::fprintf(stderr, "%s: stopped by Ctrl-C: mpirun stopped the %d ranks%s\n", program.c_str(), ranks,
+                 scratch.empty() ? "" : "; their scratch files are removed");
+    std::fflush(stderr);
+    std::_Exit(130);
+  }
+  std::fflush(nullptr);
+  std::_Exit(status_of(wait_status));
 }
 
 }  // namespace dtsim::exec

@@ -2,6 +2,7 @@
 /// Starting the MPI ranks: a command that needs n ranks and was started by
 /// hand re-executes itself under `mpirun -n n`, so that `dtsim run` and
 /// `dtsim-calibrate` work from a plain shell as well as from a launcher.
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,13 @@ bool launched_by_mpi();
 /// --oversubscribe without core binding when there are fewer cores than ranks.
 std::vector<std::string> mpirun_command(int ranks, const std::vector<std::string>& args);
 
-/// Replaces this process with mpirun_command(); throws std::runtime_error if exec fails.
-[[noreturn]] void relaunch_with_mpirun(int ranks, const std::vector<std::string>& args);
+/// Runs mpirun_command() as a child, waits for it and exits with its status.
+/// Ctrl-C reaches mpirun (the terminal signals the whole process group), which
+/// stops the ranks; this process holds its own SIGINT until mpirun is done,
+/// then says on stderr that the ranks were stopped and exits 130. `scratch`
+/// files the ranks write are removed in every case, Ctrl-C included. Throws
+/// std::runtime_error if mpirun cannot be started.
+[[noreturn]] void relaunch_with_mpirun(int ranks, const std::vector<std::string>& args,
+                                       const std::vector<std::filesystem::path>& scratch = {});
 
 }  // namespace dtsim::exec
