@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <regex>
 
 #include <gtest/gtest.h>
 
@@ -50,6 +52,53 @@ TEST(HtmlReport, IsSelfContainedAndHasTheTimelineAndMemory) {
   EXPECT_EQ(messages.find("CONSOLE"), std::string::npos) << messages;
   EXPECT_EQ(messages.find("Uncaught"), std::string::npos) << messages;
   std::filesystem::remove_all(dir);
+}
+
+// The drawn width of each kind in the compute lanes (the first of each
+// rank's two) and in the communication lanes, read from the timeline's rects.
+std::map<std::string, double> lane_widths(const std::string& page, int lane) {
+  const auto start = page.find("aria-label=\"timeline\"");
+  const std::string timeline = page.substr(start, page.find("</svg>", start) - start);
+  const std::regex rect(R"re(<rect x="[0-9.]+" y="([0-9]+)" width="([0-9.]+)" height="12" fill="[^"]+"><title>([^<]+)</title>)re");
+  std::map<std::string, double> widths;
+  for (auto it = std::sregex_iterator(timeline.begin(), timeline.end(), rect); it != std::sregex_iterator(); ++it) {
+    const int y = std::stoi((*it)[1]);
+    if ((y - 1) % 36 / 14 == lane) widths[(*it)[3]] += std::stod((*it)[2]);
+  }
+  return widths;
+}
+
+TEST(HtmlReport, AtScaleEachPixelShowsTheKindThatDominatesIt) {
+  // GPT-3 175B on 1024 A100s: thousands of kernels a pixel. The verdict says
+  // GEMM-bound, so the compute lanes must read as GEMMs, not in the colour of
+  // the norms and element-wise kernels between them.
+  const ScratchDir scratch;
+  const auto html = scratch.path() / "large.html";
+  CliResult r = run_dtsim("simulate -m gpt3-175b -c superpod-a100 --nodes 128 -s tp=8,pp=8,gbs=1536,recompute=full --explain "
+                          "--report " + html.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string page = read(html);
+  ASSERT_NE(page.find("Bound by GEMM kernels"), std::string::npos);
+  const auto compute = lane_widths(page, 0);
+  double total = 0;
+  for (const auto& [kind, width] : compute) total += width;
+  ASSERT_GT(total, 0);
+  EXPECT_GT(compute.at("compute (matmul)") / total, 0.9) << "compute lanes drawn as GEMMs";
+  EXPECT_LT(compute.count("compute (memory-bound)") ? compute.at("compute (memory-bound)") / total : 0.0, 0.05);
+  EXPECT_GT(lane_widths(page, 1).count("comm: tp"), 0u);
+  // The key lists the kinds drawn and no other; the memory chart has its axis and a key.
+  const std::string key = page.substr(page.find("<h2>Timeline</h2>"), page.find("<svg", page.find("<h2>Timeline</h2>")) -
+                                                                           page.find("<h2>Timeline</h2>"));
+  EXPECT_NE(key.find("compute (matmul)"), std::string::npos);
+  EXPECT_NE(key.find("comm: pp"), std::string::npos);
+  for (const char* absent : {"comm: cp", "comm: ep", "comm: ps", "comm: expert-dp"}) {
+    EXPECT_EQ(key.find(absent), std::string::npos) << absent << " is in the key but not in the timeline";
+  }
+  const auto memory = page.find("<h2>Memory over time</h2>");
+  ASSERT_NE(memory, std::string::npos);
+  EXPECT_NE(page.find("<p class=\"key\"><span style=\"background:hsl(", memory), std::string::npos);
+  EXPECT_NE(page.find(" GiB</text>", memory), std::string::npos);
+  EXPECT_NE(page.find("(memory in use per rank)", memory), std::string::npos);
 }
 
 }  // namespace
