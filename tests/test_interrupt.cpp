@@ -83,7 +83,9 @@ GroupInterrupted interrupt_group_when(const std::string& command, const std::str
                         << "p=$!; i=0\n"
                         << "while ! { " << ready << "; } && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done\n"
                         << "kill -INT -- -$p; wait $p; echo $?\n"
-                        << "sleep 1; kill -0 -- -$p 2>/dev/null && echo outlived || echo gone\n"
+                        // Up to 10 s for the group to go: a loaded machine may take a moment to reap the ranks.
+                        << "j=0; while kill -0 -- -$p 2>/dev/null && [ $j -lt 100 ]; do sleep 0.1; j=$((j+1)); done\n"
+                        << "kill -0 -- -$p 2>/dev/null && echo outlived || echo gone\n"
                         << "ls | grep -v '^ompi' | tr '\\n' ' '; echo\n";
   GroupInterrupted r;
   FILE* pipe = popen(("bash " + script).c_str(), "r");
