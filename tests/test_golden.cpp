@@ -72,27 +72,4 @@ TEST(Determinism, TwoRunsPrintTheSameBytes) {
   EXPECT_EQ(a.out, b.out);
 }
 
-TEST(Trace, ChromeTraceHasOneProcessPerRankAndOneThreadPerStream) {
-  const ScratchDir scratch;
-  const std::string path = scratch.file("trace.json");
-  CliResult run = run_dtsim("simulate --model gpt3-1.3b --cluster dgx-a100 --strategy ddp,gbs=16 --full --trace " + path);
-  ASSERT_EQ(run.exit_code, 0);
-  std::ifstream in(path);
-  nlohmann::json trace = nlohmann::json::parse(in);
-  std::set<int> processes, threads;
-  std::size_t spans = 0;
-  for (const auto& e : trace["traceEvents"]) {
-    if (e["ph"] == "M" && e["name"] == "process_name") processes.insert(e["pid"].get<int>());
-    if (e["ph"] == "M" && e["name"] == "thread_name") threads.insert(e["tid"].get<int>());
-    if (e["ph"] == "X") {
-      ++spans;
-      EXPECT_GE(e["dur"].get<double>(), 0.0);
-    }
-  }
-  EXPECT_EQ(processes.size(), 8u);
-  EXPECT_EQ(threads.size(), static_cast<std::size_t>(dtsim::plan::kStreamCount));
-  EXPECT_GT(spans, 8u * 24u);
-  std::filesystem::remove(path);
-}
-
 }  // namespace

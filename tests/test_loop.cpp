@@ -114,6 +114,19 @@ TEST(LoopCli, RunReportsTheMeasuredStep) {
   EXPECT_EQ(j.at("step_times_s").size(), 2u);
 }
 
+TEST(LoopCli, TheMeasuredTraceIsKeptWholeByDevTools) {
+  const ScratchDir scratch;
+  const std::string trace = scratch.file("run.json");
+  CliResult r = run_dtsim("run --steps 1 --warmup 0 --profile " + profile().string() +
+                          " -s pp=2,gbs=8,mbs=1,dtype=fp32,schedule=1f1b --trace " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  CliResult check = check_traces_with_devtools(trace);
+  EXPECT_EQ(check.exit_code, 0) << check.out;
+  // Measured sends and receives start at different times, so DevTools links
+  // every one of the 16 transfers (8 micro-batches, forward and backward).
+  EXPECT_NE(check.out.find("16 flows bound (16 linked by DevTools)"), std::string::npos) << check.out;
+}
+
 TEST(LoopCli, ACpuClusterWithoutAProfileIsOneClearLine) {
   CliResult r = run_dtsim("simulate -m tiny-gpt -c localhost-cpu -s dp=2,dtype=fp32", true);
   EXPECT_EQ(r.exit_code, 2);
