@@ -12,6 +12,7 @@ packages=(
   nodejs  # tests/trace_check.mjs reads the Chrome traces with DevTools' trace engine (npm below)
   clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer
   jupyter-nbconvert python3-nbconvert python3-nbformat python3-ipykernel python3-matplotlib  # executes notebooks/ in CI
+  python3-pytest python3-jsonschema  # tests/test_schemas.py checks schemas/ against real files
 )
 
 missing=()

@@ -57,7 +57,7 @@ TEST_F(Install, PutsTheProgramsDataAndManPagesInThePrefix) {
     EXPECT_TRUE(fs::exists(file)) << file << " was not installed";
   }
   // Every bundled input, not a chosen few.
-  for (const char* folder : {"workloads", "topologies", "devices"}) {
+  for (const char* folder : {"workloads", "topologies", "devices", "schemas"}) {
     for (const auto& entry : fs::directory_iterator(fs::path(DTSIM_SOURCE_DIR) / folder)) {
       EXPECT_TRUE(fs::exists(data_ / folder / entry.path().filename())) << entry.path() << " was not installed";
     }
