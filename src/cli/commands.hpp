@@ -75,6 +75,7 @@ struct SearchOptions {
   std::optional<std::string> profile;
   bool json = false;
   int ranks = 1;  ///< local MPI ranks to start when not under mpirun already
+  bool progress = true;  ///< the progress bar on stderr (the Python module turns it off)
 };
 
 void add_search(CLI::App& app, SearchOptions& options);
@@ -93,6 +94,7 @@ struct PlanOptions {
   double goodput = 0.9;  ///< search::kDefaultGoodput
   bool json = false;
   int ranks = 1;  ///< local MPI ranks to spread the clusters over
+  bool progress = true;  ///< the progress bar on stderr (the Python module turns it off)
 };
 
 void add_plan(CLI::App& app, PlanOptions& options);

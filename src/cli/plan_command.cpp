@@ -193,7 +193,7 @@ int run_plan(const PlanOptions& o, const std::vector<std::string>& args, std::os
   options.shard = rank;
   options.shards = ranks;
   ProgressBar bar(ranks > 1 ? "of rank 0's clusters planned" : "clusters planned");
-  if (!o.json && rank == 0) options.progress = std::ref(bar);
+  if (!o.json && o.progress && rank == 0) options.progress = std::ref(bar);
   catch_interrupt();
   options.stop = &interrupt_requested();
   std::vector<search::PlanRow> rows;

@@ -142,7 +142,7 @@ int run_search(const SearchOptions& o, const std::vector<std::string>& args, std
     options.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, std::atoi(local)));
   }
   ProgressBar bar;
-  if (rank == 0) options.progress = std::ref(bar);
+  if (rank == 0 && o.progress) options.progress = std::ref(bar);
   catch_interrupt();
   options.stop = &interrupt_requested();
   const auto start = std::chrono::steady_clock::now();
