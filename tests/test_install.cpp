@@ -87,6 +87,21 @@ TEST_F(Install, TheInstalledBinaryFindsItsDataInThePrefix) {
   EXPECT_EQ(overridden.out.find("only-in-the-prefix"), std::string::npos) << overridden.out;
 }
 
+TEST_F(Install, TheInstalledPythonModuleFindsItsDataInThePrefix) {
+  const std::string module_dir = env_or_empty("DTSIM_PYTHON_INSTALL_DIR");
+  if (module_dir.empty()) GTEST_SKIP() << "the Python module is not built here (a sanitizer build, or no pybind11-dev)";
+  const fs::path site = staged(scratch_.path(), module_dir);
+  const CliResult imported =
+      run_shell("cd '" + scratch_.path().string() + "' && env -u DTSIM_DATA_DIR PYTHONPATH='" + site.string() + "' " +
+                env_or_empty("DTSIM_PYTHON") +
+                " -c 'import dtsim; print(dtsim.__file__); print(dtsim.data_dir()); "
+                "print(dtsim.simulate(\"llama2-7b\", \"dgx-h100\", \"fsdp\")[\"schema\"])' 2>&1");
+  ASSERT_EQ(imported.exit_code, 0) << imported.out;
+  EXPECT_NE(imported.out.find(site.string()), std::string::npos) << imported.out;
+  EXPECT_NE(imported.out.find(data_.string() + "\n"), std::string::npos) << imported.out;
+  EXPECT_NE(imported.out.find("dtsim.report/1"), std::string::npos) << imported.out;
+}
+
 TEST_F(Install, TheManPagesRenderWithoutWarnings) {
   if (run_shell("command -v groff >/dev/null").exit_code != 0) GTEST_SKIP() << "groff is not installed";
   for (const char* page : {"dtsim.1", "dtsim-calibrate.1"}) {
