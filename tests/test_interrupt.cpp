@@ -70,6 +70,7 @@ TEST(Interrupt, PlanPrintsTheClustersPlannedSoFarAndExits130) {
 struct GroupInterrupted : Interrupted {
   bool group_outlived = true;
   std::string temp_files;
+  int left_running = -1;  ///< processes still running in the scratch folder (mpirun, ranks), whatever their group
 };
 
 GroupInterrupted interrupt_group_when(const std::string& command, const std::string& ready) {
@@ -80,13 +81,16 @@ GroupInterrupted interrupt_group_when(const std::string& command, const std::str
                         << "mkdir -p " << tmp << " && cd " << tmp << "\n"
                         << "export TMPDIR=" << tmp << " ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\n"
                         << command << " > " << out << " 2> " << err << " &\n"
-                        << "p=$!; i=0\n"
+                        << "p=$!; i=0; ERR=" << err << "\n"
                         << "while ! { " << ready << "; } && [ $i -lt 6000 ]; do sleep 0.05; i=$((i+1)); done\n"
                         << "kill -INT -- -$p; wait $p; echo $?\n"
                         // Up to 10 s for the group to go: a loaded machine may take a moment to reap the ranks.
                         << "j=0; while kill -0 -- -$p 2>/dev/null && [ $j -lt 100 ]; do sleep 0.1; j=$((j+1)); done\n"
                         << "kill -0 -- -$p 2>/dev/null && echo outlived || echo gone\n"
-                        << "ls | grep -v '^ompi' | tr '\\n' ' '; echo\n";
+                        << "ls | grep -v '^ompi' | tr '\\n' ' '; echo\n"
+                        // Anything started there (mpirun runs in a group of its own for search and plan).
+                        << "n=0; for d in /proc/[0-9]*; do [ \"${d#/proc/}\" != $$ ] && "
+                        << "[ \"$(readlink $d/cwd 2>/dev/null)\" = " << tmp << " ] && n=$((n+1)); done; echo $n\n";
   GroupInterrupted r;
   FILE* pipe = popen(("bash " + script).c_str(), "r");
   std::string code, fate;
@@ -94,10 +98,11 @@ GroupInterrupted interrupt_group_when(const std::string& command, const std::str
   std::vector<std::string> lines;
   while (pipe && std::fgets(buffer, sizeof buffer, pipe)) lines.emplace_back(buffer);
   if (pipe) pclose(pipe);
-  if (lines.size() >= 3) {
+  if (lines.size() >= 4) {
     r.exit_code = std::atoi(lines[0].c_str());
     r.group_outlived = lines[1] != "gone\n";
     r.temp_files = lines[2].substr(0, lines[2].size() - 1);
+    r.left_running = std::atoi(lines[3].c_str());
   }
   r.out = slurp(out);
   r.err = slurp(err);
@@ -109,6 +114,30 @@ std::string binary(const char* variable, const char* fallback) {
   return bin ? bin : fallback;
 }
 
+// On MPI ranks (--ranks 2) the launcher turns the terminal's Ctrl-C into
+// SIGUSR1, which mpirun passes to the ranks: they stop, gather what they
+// have, and rank 0 prints the best so far, as one process would.
+TEST(Interrupt, SearchOnRanksPrintsTheBestSoFarAndExits130) {
+  GroupInterrupted r = interrupt_group_when(
+      binary("DTSIM_BIN", "dtsim") + " search --model gpt3-175b --cluster superpod-a100 --nodes 128 --gbs 1536 --top 3 --ranks 2",
+      "grep -q configurations $ERR 2>/dev/null");
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_NE(r.err.find("dtsim: interrupted: the best of the "), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("(stopped by Ctrl-C)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n   1 "), std::string::npos) << "no ranked row: " << r.out;
+  EXPECT_EQ(r.left_running, 0) << "mpirun or a rank outlived Ctrl-C";
+}
+
+TEST(Interrupt, PlanOnRanksPrintsTheClustersPlannedSoFarAndExits130) {
+  GroupInterrupted r = interrupt_group_when(
+      binary("DTSIM_BIN", "dtsim") + " plan --model llama2-7b --tokens 2e12 --gpus 8,1024 --ranks 2",
+      "grep -q planned $ERR 2>/dev/null");
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_NE(r.err.find("dtsim: interrupted: the "), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("stopped by Ctrl-C: the rows above are the clusters planned before it"), std::string::npos) << r.out;
+  EXPECT_EQ(r.left_running, 0) << "mpirun or a rank outlived Ctrl-C";
+}
+
 TEST(Interrupt, ValidateStopsItsRanksAndRemovesTheProfileItCalibrated) {
   // Once the calibrated profile is written, the ranks are into the real run.
   GroupInterrupted r = interrupt_group_when(
@@ -117,6 +146,7 @@ TEST(Interrupt, ValidateStopsItsRanksAndRemovesTheProfileItCalibrated) {
   EXPECT_EQ(r.exit_code, 130) << r.err;
   EXPECT_EQ(r.err, "dtsim: stopped by Ctrl-C: mpirun stopped the 2 ranks; their scratch files are removed\n");
   EXPECT_FALSE(r.group_outlived) << "a rank or mpirun outlived Ctrl-C";
+  EXPECT_EQ(r.left_running, 0) << "a rank or mpirun outlived Ctrl-C";
   EXPECT_EQ(r.temp_files, "") << "left in the temporary directory";
 }
 

@@ -9,7 +9,8 @@ namespace dtsim::cli {
 /// keeps, because a signal handler can reach nothing else.
 std::atomic<bool>& interrupt_requested();
 
-/// Installs the handler; commands that never look at the flag do not call it.
+/// Installs the handler for SIGINT and SIGUSR1 (what mpirun passes on to
+/// the ranks); commands that never look at the flag do not call it.
 void catch_interrupt();
 
 /// The exit code of a command that stopped on Ctrl-C (128 + SIGINT, as shells report it).

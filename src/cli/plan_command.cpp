@@ -180,7 +180,7 @@ int run_plan(const PlanOptions& o, const std::vector<std::string>& args, std::os
   // Under MPI each rank plans every n-th cluster and rank 0 prints them all;
   // ranks on one node split its cores, as search's do.
   const bool under_mpi = exec::launched_by_mpi();
-  if (!under_mpi && o.ranks > 1) exec::relaunch_with_mpirun(o.ranks, args);
+  if (!under_mpi && o.ranks > 1) exec::relaunch_with_mpirun(o.ranks, args, {}, exec::CtrlC::kAskRanksToFinish);
   int rank = 0, ranks = 1;
   if (under_mpi) {
     MPI_Init(nullptr, nullptr);

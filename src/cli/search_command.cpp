@@ -128,7 +128,7 @@ int run_search(const SearchOptions& o, const std::vector<std::string>& args, std
   options.threads = o.threads;
   // Under MPI each rank simulates every n-th candidate and rank 0 prints them all.
   const bool under_mpi = exec::launched_by_mpi();
-  if (!under_mpi && o.ranks > 1) exec::relaunch_with_mpirun(o.ranks, args);
+  if (!under_mpi && o.ranks > 1) exec::relaunch_with_mpirun(o.ranks, args, {}, exec::CtrlC::kAskRanksToFinish);
   int rank = 0, ranks = 1;
   if (under_mpi) {
     MPI_Init(nullptr, nullptr);

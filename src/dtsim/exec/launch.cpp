@@ -41,9 +41,21 @@ std::vector<std::string> mpirun_command(int ranks, const std::vector<std::string
 
 namespace {
 
-// A signal handler reaches only static storage: this flag is all it sets.
-volatile std::sig_atomic_t interrupted_while_waiting = 0;
-extern "C" void note_interrupt(int) { interrupted_while_waiting = 1; }
+// A signal handler reaches only static storage: these are all it touches.
+volatile std::sig_atomic_t interrupts_while_waiting = 0;
+volatile std::sig_atomic_t forward_to_mpirun = 0;  // CtrlC::kAskRanksToFinish
+volatile std::sig_atomic_t mpirun_pid = 0;         // 0 until it is started
+extern "C" void note_interrupt(int) {
+  interrupts_while_waiting = interrupts_while_waiting + 1;
+  if (forward_to_mpirun == 0 || mpirun_pid == 0) return;
+  // The first Ctrl-C asks the ranks to finish (mpirun passes SIGUSR1 on); a
+  // second stops mpirun's whole group as the terminal would have.
+  if (interrupts_while_waiting == 1) {
+    ::kill(static_cast<pid_t>(mpirun_pid), SIGUSR1);
+  } else {
+    ::kill(-static_cast<pid_t>(mpirun_pid), SIGINT);
+  }
+}
 
 // The exit status a shell would report for the child.
 int status_of(int wait_status) {
@@ -55,8 +67,12 @@ int status_of(int wait_status) {
 }  // namespace
 
 void relaunch_with_mpirun(int ranks, const std::vector<std::string>& args,
-                          const std::vector<std::filesystem::path>& scratch) {
+                          const std::vector<std::filesystem::path>& scratch, CtrlC ctrl_c) {
   std::vector<std::string> cmd = mpirun_command(ranks, args);
+  const bool ask_ranks = ctrl_c == CtrlC::kAskRanksToFinish;
+  // In a process group of its own mpirun may not read the terminal (it would be
+  // stopped by SIGTTIN): the ranks read no input anyway.
+  if (ask_ranks) cmd.insert(cmd.begin() + 1, {"--stdin", "none"});
   std::vector<char*> argv;
   for (std::string& a : cmd) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -67,8 +83,18 @@ void relaunch_with_mpirun(int ranks, const std::vector<std::string>& args,
   note.sa_handler = note_interrupt;
   sigemptyset(&note.sa_mask);
   sigaction(SIGINT, &note, &previous);
+  forward_to_mpirun = ask_ranks ? 1 : 0;
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  if (ask_ranks) {
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attributes, 0);
+  }
   pid_t child = 0;
-  const int error = ::posix_spawnp(&child, argv[0], nullptr, nullptr, argv.data(), environ);
+  const int error = ::posix_spawnp(&child, argv[0], nullptr, &attributes, argv.data(), environ);
+  posix_spawnattr_destroy(&attributes);
+  mpirun_pid = child;
+  if (error == 0 && ask_ranks && interrupts_while_waiting > 0) ::kill(child, SIGUSR1);  // Ctrl-C came before the pid
   if (error != 0) {
     sigaction(SIGINT, &previous, nullptr);
     throw std::runtime_error(std::string("could not start mpirun: ") + std::strerror(error) +
@@ -79,7 +105,8 @@ void relaunch_with_mpirun(int ranks, const std::vector<std::string>& args,
   }
   std::error_code ignored;
   for (const std::filesystem::path& file : scratch) std::filesystem::remove(file, ignored);
-  if (interrupted_while_waiting != 0) {
+  // Asked once, the ranks finished and rank 0 said so: their status stands.
+  if (interrupts_while_waiting != 0 && !(ask_ranks && interrupts_while_waiting == 1)) {
     const std::string program = std::filesystem::path(args.at(0)).filename().string();
     std::fprintf(stderr, "%s: stopped by Ctrl-C: mpirun stopped the %d ranks%s\n", program.c_str(), ranks,
                  scratch.empty() ? "" : "; their scratch files are removed");

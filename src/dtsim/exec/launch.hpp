@@ -17,13 +17,25 @@ bool launched_by_mpi();
 /// --oversubscribe without core binding when there are fewer cores than ranks.
 std::vector<std::string> mpirun_command(int ranks, const std::vector<std::string>& args);
 
+/// What Ctrl-C does to ranks started by relaunch_with_mpirun().
+enum class CtrlC {
+  /// mpirun gets it with this process (the terminal signals the whole
+  /// process group) and stops the ranks: for real runs and calibration.
+  kStopRanks,
+  /// mpirun runs in a process group of its own and gets SIGUSR1 instead,
+  /// which Open MPI's mpirun passes to every rank: the ranks finish what
+  /// they hold and rank 0 prints the best so far (search, plan). A second
+  /// Ctrl-C stops them as kStopRanks does.
+  kAskRanksToFinish,
+};
+
 /// Runs mpirun_command() as a child, waits for it and exits with its status.
-/// Ctrl-C reaches mpirun (the terminal signals the whole process group), which
-/// stops the ranks; this process holds its own SIGINT until mpirun is done,
+/// With kStopRanks this process holds its own SIGINT until mpirun is done,
 /// then says on stderr that the ranks were stopped and exits 130. `scratch`
 /// files the ranks write are removed in every case, Ctrl-C included. Throws
 /// std::runtime_error if mpirun cannot be started.
 [[noreturn]] void relaunch_with_mpirun(int ranks, const std::vector<std::string>& args,
-                                       const std::vector<std::filesystem::path>& scratch = {});
+                                       const std::vector<std::filesystem::path>& scratch = {},
+                                       CtrlC ctrl_c = CtrlC::kStopRanks);
 
 }  // namespace dtsim::exec
