@@ -13,6 +13,7 @@ packages=(
   clang libclang-rt-14-dev  # scripts/fuzz.sh: libFuzzer
   jupyter-nbconvert python3-nbconvert python3-nbformat python3-ipykernel python3-matplotlib  # executes notebooks/ in CI
   python3-pytest python3-jsonschema  # tests/test_schemas.py checks schemas/ against real files
+  python3-pil  # tests/test_html_report.cpp counts the colours of a screenshot
   pybind11-dev python3-dev  # the Python module (import dtsim), src/python
 )
 

@@ -1,11 +1,13 @@
 // The HTML report rendered in headless Chromium: the screenshot is not a
-// blank page and the browser logged no console errors. Skips with the reason
+// blank page, the browser logged no console errors, and at scale the
+// screenshot's timeline is in the colour of the kind that dominates it. Skips with the reason
 // when Chromium is missing (scripts/bootstrap.sh installs it).
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <regex>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -17,6 +19,23 @@ namespace {
 std::string read(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+const std::filesystem::path kChromium = "/usr/bin/chromium";
+
+// Renders `html` in headless Chromium to `png`; returns Chromium's log.
+std::string screenshot(const std::filesystem::path& html, const std::filesystem::path& png, int height) {
+  const auto dir = png.parent_path();
+  const auto log = dir / "chromium.log";
+  // Flags from this workplace's notes: no sandbox as root, no background networking on a closed network.
+  const std::string command = kChromium.string() +
+                              " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run"
+                              " --disable-background-networking --disable-component-update --disable-sync"
+                              " --enable-logging=stderr --v=0 --window-size=1200," + std::to_string(height) +
+                              " --user-data-dir=" + (dir / "profile").string() + " --screenshot=" + png.string() +
+                              " file://" + html.string() + " > " + log.string() + " 2>&1";
+  EXPECT_EQ(std::system(command.c_str()), 0) << read(log);
+  return read(log);
 }
 
 TEST(HtmlReport, IsSelfContainedAndHasTheTimelineAndMemory) {
@@ -34,21 +53,12 @@ TEST(HtmlReport, IsSelfContainedAndHasTheTimelineAndMemory) {
   EXPECT_EQ(page.find("http://"), std::string::npos);
   EXPECT_EQ(page.find("https://"), std::string::npos);
 
-  const std::filesystem::path chromium = "/usr/bin/chromium";
-  if (!std::filesystem::exists(chromium)) GTEST_SKIP() << "chromium is not installed (scripts/bootstrap.sh installs it)";
-  const auto png = dir / "report.png", log = dir / "chromium.log";
-  // Flags from this workplace's notes: no sandbox as root, no background networking on a closed network.
-  const std::string command = chromium.string() +
-                              " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run"
-                              " --disable-background-networking --disable-component-update --disable-sync"
-                              " --enable-logging=stderr --v=0 --window-size=1200,1400 --user-data-dir=" +
-                              (dir / "profile").string() + " --screenshot=" + png.string() + " file://" + html.string() +
-                              " > " + log.string() + " 2>&1";
-  ASSERT_EQ(std::system(command.c_str()), 0) << read(log);
+  if (!std::filesystem::exists(kChromium)) GTEST_SKIP() << "chromium is not installed (scripts/bootstrap.sh installs it)";
+  const auto png = dir / "report.png";
+  const std::string messages = screenshot(html, png, 1400);
   // A blank 1200x1400 page compresses to a few kilobytes; this one has charts and tables.
   ASSERT_TRUE(std::filesystem::exists(png));
   EXPECT_GT(std::filesystem::file_size(png), 40000u);
-  const std::string messages = read(log);
   EXPECT_EQ(messages.find("CONSOLE"), std::string::npos) << messages;
   EXPECT_EQ(messages.find("Uncaught"), std::string::npos) << messages;
   std::filesystem::remove_all(dir);
@@ -99,6 +109,24 @@ TEST(HtmlReport, AtScaleEachPixelShowsTheKindThatDominatesIt) {
   EXPECT_NE(page.find("<p class=\"key\"><span style=\"background:hsl(", memory), std::string::npos);
   EXPECT_NE(page.find(" GiB</text>", memory), std::string::npos);
   EXPECT_NE(page.find("(memory in use per rank)", memory), std::string::npos);
+
+  // What a reader sees: the screenshot's pixels in the GEMM colour against
+  // those in the memory-bound colour (the key's swatch is 168 of them).
+  if (!std::filesystem::exists(kChromium)) GTEST_SKIP() << "chromium is not installed (scripts/bootstrap.sh installs it)";
+  const auto png = scratch.path() / "large.png";
+  screenshot(html, png, 2400);
+  const CliResult counted = run_shell(
+      "/usr/bin/python3 -c 'import sys; from collections import Counter; from PIL import Image; "
+      "c = Counter(Image.open(sys.argv[1]).convert(\"RGB\").getdata()); "
+      "print(c[(0x4c, 0x78, 0xa8)], c[(0x72, 0xb7, 0xb2)])' " + png.string() + " 2>&1");
+  ASSERT_EQ(counted.exit_code, 0) << counted.out;
+  ASSERT_NE(page.find("background:#4c78a8\"></span>compute (matmul)"), std::string::npos) << "the GEMM colour changed";
+  ASSERT_NE(page.find("background:#72b7b2\"></span>compute (memory-bound)"), std::string::npos);
+  long long gemm = 0, memory_bound = 0;
+  std::istringstream(counted.out) >> gemm >> memory_bound;
+  // 8 compute lanes of 12 px by about 1,000 px, mostly GEMM.
+  EXPECT_GT(gemm, 50000) << counted.out;
+  EXPECT_LT(memory_bound, gemm / 20) << counted.out;
 }
 
 }  // namespace
