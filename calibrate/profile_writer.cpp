@@ -12,6 +12,7 @@
 #include <mpi.h>
 
 #include "dtsim/core/linear_fit.hpp"
+#include "dtsim/core/version.hpp"
 #include "dtsim/exec/cpu_kernels.hpp"
 
 namespace dtsim::calibrate {
@@ -75,7 +76,7 @@ nlohmann::json collect_provenance(const std::string& arguments, int ranks) {
           {"blas", exec::blas_description()},
           {"mpi", mpi_version},
           {"compiler", __VERSION__},
-          {"dtsim_version", DTSIM_VERSION},
+          {"dtsim_version", core::version()},
           {"arguments", arguments},
           {"date", utc_now()}};
 }

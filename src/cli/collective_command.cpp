@@ -11,6 +11,7 @@
 #include <fmt/ostream.h>
 #include <nlohmann/json.hpp>
 
+#include "dtsim/core/version.hpp"
 #include "cli/commands.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/quantity_parse.hpp"
@@ -201,7 +202,7 @@ int run_collective(const CollectiveOptions& o, std::ostream& out) {
   }
   const double average_busbw = row_count ? busbw_sum / row_count : 0;
   if (o.json) {
-    out << nlohmann::json{{"schema", "dtsim.collective/1"}, {"cluster", cluster.name()}, {"op", o.op},
+    out << nlohmann::json{{"schema", "dtsim.collective/1"}, {"dtsim_version", core::version()}, {"cluster", cluster.name()}, {"op", o.op},
                           {"gpus", group}, {"avg_busbw_GBps", average_busbw}, {"rows", rows}}.dump(2) << "\n";
   } else {
     fmt::print(out, "# Out of bounds values : 0 OK (no data checked: a model)\n");

@@ -8,6 +8,7 @@
 #include <fmt/ostream.h>
 #include <nlohmann/json.hpp>
 
+#include "dtsim/core/version.hpp"
 #include "cli/commands.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/quantity_parse.hpp"
@@ -66,7 +67,7 @@ int run_kernel(const KernelOptions& o, std::ostream& out) {
   const hw::KernelModel model(device, device.kernel_figures, hw::Clocks::kBurst);
   const hw::KernelModel held(device, device.kernel_figures, hw::Clocks::kSustained);
   std::optional<core::Seconds> held_time;
-  nlohmann::json report{{"device", device.name}, {"kind", o.kind}, {"figures", device.kernel_figures->file}};
+  nlohmann::json report{{"dtsim_version", core::version()}, {"device", device.name}, {"kind", o.kind}, {"figures", device.kernel_figures->file}};
   std::string what, rate;
   core::Seconds time;
   if (o.kind == "gemm") {

@@ -15,6 +15,7 @@
 
 #include "cli/commands.hpp"
 #include "dtsim/core/input_error.hpp"
+#include "dtsim/core/version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"dtsim: predict the step time, throughput, memory and bottlenecks of distributed training"};
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
   dtsim::cli::SweepOptions sweep;
   dtsim::cli::add_sweep(app, sweep);
   dtsim::cli::add_list(app);
-  app.set_version_flag("--version", std::string("dtsim ") + DTSIM_VERSION);
+  app.set_version_flag("--version", "dtsim " + std::string(dtsim::core::version()));
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version

@@ -11,6 +11,7 @@
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
+#include "dtsim/core/version.hpp"
 #include "cli/commands.hpp"
 #include "cli/interrupt.hpp"
 #include "cli/mpi_gather.hpp"
@@ -227,7 +228,7 @@ int run_plan(const PlanOptions& o, const std::vector<std::string>& args, std::os
                    {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu}, {"days", r.days}, {"gpu_hours", r.gpu_hours},
                    {"cost_usd", r.cost ? nlohmann::json(*r.cost) : nlohmann::json(nullptr)}});
     }
-    out << nlohmann::json{{"schema", "dtsim.plan/1"}, {"model", graph.name}, {"tokens", o.tokens}, {"goodput", o.goodput},
+    out << nlohmann::json{{"schema", "dtsim.plan/1"}, {"dtsim_version", core::version()}, {"model", graph.name}, {"tokens", o.tokens}, {"goodput", o.goodput},
                           {"skipped", skipped}, {"stopped", stopped}, {"rows", j}}.dump(2) << "\n";
     return stopped ? kInterruptedExit : 0;
   }

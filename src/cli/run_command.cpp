@@ -12,6 +12,7 @@
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
+#include "dtsim/core/version.hpp"
 #include "calibrate/calibration_command.hpp"
 #include "cli/commands.hpp"
 #include "dtsim/core/host_memory.hpp"
@@ -207,7 +208,7 @@ int run_run(const RunOptions& o, const std::vector<std::string>& args, std::ostr
     write_trace(o, m);
     const report::Validation v = report::validate(m.sim.tasks, m.sim.timeline, m.execution.timeline);
     if (o.json) {
-      out << nlohmann::json{{"schema", "dtsim.run/1"}, {"step_times_s", step_times_json(m.execution)},
+      out << nlohmann::json{{"schema", "dtsim.run/1"}, {"dtsim_version", core::version()}, {"step_times_s", step_times_json(m.execution)},
                             {"cpu_share", m.execution.cpu_share},
                             {"step_time_s", v.step.measured.value()},
                             {"peak_memory_bytes", v.measured_peak_memory.value()}}.dump(2) << "\n";
@@ -298,6 +299,7 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
     if (o.run.json) {
       nlohmann::json j = report::to_json(v);
       j["schema"] = "dtsim.validate/1";
+      j["dtsim_version"] = core::version();
       j["model"] = m.sim.graph.name;
       j["cluster"] = m.sim.cluster.name();
       j["strategy"] = o.run.strategy;

@@ -14,6 +14,7 @@
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
+#include "dtsim/core/version.hpp"
 #include "cli/commands.hpp"
 #include "cli/interrupt.hpp"
 #include "cli/mpi_gather.hpp"
@@ -176,7 +177,7 @@ int run_search(const SearchOptions& o, const std::vector<std::string>& args, std
   if (o.json) {
     nlohmann::json candidates = nlohmann::json::array();
     for (const Row& c : rows) candidates.push_back({{"strategy", c.strategy}, {"pareto", c.pareto}, {"report", c.report}});
-    out << nlohmann::json{{"schema", "dtsim.search/1"}, {"enumerated", r.enumerated}, {"pruned_by_memory", r.pruned_by_memory},
+    out << nlohmann::json{{"schema", "dtsim.search/1"}, {"dtsim_version", core::version()}, {"enumerated", r.enumerated}, {"pruned_by_memory", r.pruned_by_memory},
                           {"simulated", simulated}, {"stopped", stopped}, {"fitting", rows.size()}, {"seconds", seconds},
                           {"candidates", candidates}}
                 .dump(2)

@@ -22,6 +22,7 @@
 #include "cli/interrupt.hpp"
 #include "dtsim/core/data_dir.hpp"
 #include "dtsim/core/input_error.hpp"
+#include "dtsim/core/version.hpp"
 
 namespace py = pybind11;
 
@@ -104,7 +105,7 @@ PYBIND11_MODULE(dtsim, m) {
   py::register_exception_translator(&python::translate_errors);
   m.doc() = "dtsim: predict the step time, throughput, memory and bottlenecks of distributed training. "
             "Each function runs the dtsim command of its name in this process and returns its --json report as a dict.";
-  m.attr("__version__") = DTSIM_VERSION;
+  m.attr("__version__") = std::string(core::version());
   m.def("data_dir", [] { return core::data_dir(); }, "Where the bundled workloads, clusters and devices are read from.");
 
   m.def(

@@ -1,5 +1,7 @@
 #include "dtsim/report/compare.hpp"
 
+#include "dtsim/core/version.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -200,7 +202,7 @@ nlohmann::json comparison_json(const Comparison& c, const CompareRules& rules) {
   }
   nlohmann::json gated = nlohmann::json::array();
   for (const GatedField& g : rules.gated) gated.push_back(g.pointer);
-  return {{"schema", "dtsim.compare/1"}, {"passed", c.within_tolerance()}, {"tolerance", rules.tolerance},
+  return {{"schema", "dtsim.compare/1"}, {"dtsim_version", core::version()}, {"passed", c.within_tolerance()}, {"tolerance", rules.tolerance},
           {"gated", gated},              {"fields", c.fields},              {"changed", c.differences.size()},
           {"regressions", regressions},  {"improvements", improvements},    {"differences", differences}};
 }

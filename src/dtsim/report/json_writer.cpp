@@ -1,5 +1,7 @@
 #include "dtsim/report/writers.hpp"
 
+#include "dtsim/core/version.hpp"
+
 namespace dtsim::report {
 
 nlohmann::json to_json(const Report& r) {
@@ -20,6 +22,7 @@ nlohmann::json to_json(const Report& r) {
   const Breakdown& b = r.breakdown;
   nlohmann::json out = {
       {"schema", "dtsim.report/1"},
+      {"dtsim_version", core::version()},
       {"model", r.info.model},
       {"cluster", r.info.cluster},
       {"device", r.info.device},
