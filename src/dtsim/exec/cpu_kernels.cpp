@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include <cblas.h>
+#include "dtsim/exec/blas.hpp"
 
 namespace dtsim::exec {
 namespace {
@@ -46,7 +46,7 @@ void CpuKernels::reserve(const hw::KernelCall& call) {
 
 void CpuKernels::gemm(const model::GemmShape& s) {
   const auto m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a_.data(), k, b_.data(), n, 0.0f, c_.data(), n);
+  blas().sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a_.data(), k, b_.data(), n, 0.0f, c_.data(), n);
 }
 
 void CpuKernels::stream(hw::KernelFamily family, core::Bytes bytes) {
@@ -113,8 +113,8 @@ core::Bytes CpuKernels::scratch_bytes() const {
   return core::Bytes(static_cast<double>((a_.capacity() + b_.capacity() + c_.capacity()) * sizeof(float)));
 }
 
-void use_one_blas_thread() { openblas_set_num_threads(1); }
+void use_one_blas_thread() { blas().set_num_threads(1); }
 
-const char* blas_description() { return openblas_get_config(); }
+const char* blas_description() { return blas().get_config(); }
 
 }  // namespace dtsim::exec
