@@ -91,6 +91,11 @@ OUTPUTS = {
                                 "tp=2,cp=2,ep=4,pp=2,gbs=32,zero=1,recompute=full", "--json"]),
     "simulate_parameter_server": ("report", ["simulate", "-m", "resnet50", "-c", "dgx-a100", "--nodes", "2", "-s",
                                              "parameter_server,mbs=128,dtype=fp16", "--json"]),
+    "simulate_t5_config_json": ("report", ["simulate", "-m", str(ROOT / "tests/inputs/hf/t5-base/config.json"), "-c",
+                                           "dgx-h100", "-s", "ddp,gbs=64", "--json"]),
+    "simulate_deepseek_v3_config_json": ("report", ["simulate", "-m", str(ROOT / "tests/inputs/hf/DeepSeek-V3/config.json"),
+                                                    "-c", "superpod-h100", "--nodes", "128", "-s",
+                                                    "tp=2,pp=16,ep=32,gbs=1024,zero=1,recompute=full", "--json"]),
     "search": ("search", ["search", "-m", "gpt3-1.3b", "-c", "dgx-a100", "--gbs", "64", "--json", "--threads", "1"]),
     "plan": ("plan", ["plan", "-m", "llama2-7b", "--tokens", "2e12", "--gpus", "64", "--devices", "H100-SXM", "--json"]),
     "collective": ("collective", ["collective", "-c", "superpod-h100", "--nodes", "2", "--json"]),
@@ -111,6 +116,12 @@ OUTPUTS = {
 def test_real_outputs_follow_their_schema(case):
     schema, args = OUTPUTS[case]
     assert errors(schema, json.loads(dtsim(*args))) == []
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(str(ROOT / "tests/golden/*.json"))),
+                         ids=lambda p: pathlib.Path(p).stem)
+def test_every_committed_golden_report_follows_the_report_schema(path):
+    assert errors("report", json.loads(pathlib.Path(path).read_text())["report"]) == []
 
 
 def test_compare_sweep_and_trace_outputs_follow_their_schema(tmp_path):
