@@ -20,6 +20,8 @@ std::atomic<bool>& interrupt_requested() { return requested; }
 // SIGUSR1 too: under `dtsim search --ranks N` the launcher turns Ctrl-C into
 // SIGUSR1, which mpirun passes to every rank (and a user can send it to their
 // own mpirun: `kill -USR1 <mpirun's pid>`) to get the best results so far.
+void catch_stop_request() { std::signal(SIGUSR1, on_interrupt); }
+
 void catch_interrupt() {
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGUSR1, on_interrupt);

@@ -13,6 +13,11 @@ std::atomic<bool>& interrupt_requested();
 /// the ranks); commands that never look at the flag do not call it.
 void catch_interrupt();
 
+/// Installs the handler for SIGUSR1 only: called first thing in a process
+/// that mpirun started, so that a rank asked to finish early in its life is
+/// not ended by SIGUSR1's default action before search or plan install theirs.
+void catch_stop_request();
+
 /// The exit code of a command that stopped on Ctrl-C (128 + SIGINT, as shells report it).
 inline constexpr int kInterruptedExit = 130;
 

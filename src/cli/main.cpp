@@ -14,10 +14,13 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "cli/interrupt.hpp"
+#include "dtsim/exec/launch.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/version.hpp"
 
 int main(int argc, char** argv) {
+  if (dtsim::exec::launched_by_mpi()) dtsim::cli::catch_stop_request();
   CLI::App app{"dtsim: predict the step time, throughput, memory and bottlenecks of distributed training"};
   app.require_subcommand(1);
   dtsim::cli::SimulateOptions simulate;
