@@ -46,5 +46,6 @@ trace_engine=@paulirish/trace_engine@0.0.65
 node_prefix="$(cd "$(dirname "$0")/.." && pwd)/.node"
 if ! grep -qs '"version": "0.0.65"' "$node_prefix/node_modules/@paulirish/trace_engine/package.json"; then
   echo "bootstrap: installing $trace_engine from the npm registry into $node_prefix"
-  npm install --prefix "$node_prefix" --no-audit --no-fund --no-save --loglevel=error "$trace_engine"
+  # --prefer-offline: a machine that fetched it once (npm keeps ~/.npm) needs no network for it again.
+  npm install --prefix "$node_prefix" --prefer-offline --no-audit --no-fund --no-save --loglevel=error "$trace_engine"
 fi
