@@ -31,14 +31,27 @@ Layer layer_of(const plan::TaskGraph& g, const plan::Task& t) {
 // order when several overlap: the earlier ones block the next kernel outright).
 Breakdown sweep(const plan::TaskGraph& g, const plan::Timeline& tl, int rank, const std::vector<std::uint32_t>& ids,
                 Nanoseconds step) {
-  std::vector<std::pair<std::int64_t, int>> edges;  // (time, +/-(layer+1))
+  // Edges (time, +/-(layer+1)) in time order. A stream runs its tasks one
+  // after another, so each stream's edges come nearly sorted: sorting each
+  // (a no-op check for most) and merging them is the full sort's order at a
+  // fraction of its cost (a strategy search spent a tenth of its time here).
+  using Edge = std::pair<std::int64_t, int>;
+  std::array<std::vector<Edge>, plan::kStreamCount> by_stream;
   for (std::uint32_t id : ids) {
     const plan::Task& t = g.tasks[id];
-    int layer = layer_of(g, t) + 1;
-    edges.emplace_back(tl.spans[id].start.count, layer);
-    edges.emplace_back(tl.spans[id].end.count, -layer);
+    const int layer = layer_of(g, t) + 1;
+    auto& list = by_stream[static_cast<std::size_t>(t.stream)];
+    list.emplace_back(tl.spans[id].start.count, layer);
+    list.emplace_back(tl.spans[id].end.count, -layer);
   }
-  std::sort(edges.begin(), edges.end());
+  std::vector<Edge> edges;
+  edges.reserve(2 * ids.size());
+  for (auto& list : by_stream) {
+    if (!std::is_sorted(list.begin(), list.end())) std::sort(list.begin(), list.end());
+    const auto middle = static_cast<std::ptrdiff_t>(edges.size());
+    edges.insert(edges.end(), list.begin(), list.end());
+    std::inplace_merge(edges.begin(), edges.begin() + middle, edges.end());
+  }
   std::array<int, kLayers> active{};
   std::array<std::int64_t, kLayers> covered{};
   std::int64_t previous = 0;
