@@ -21,4 +21,10 @@ void catch_stop_request();
 /// The exit code of a command that stopped on Ctrl-C (128 + SIGINT, as shells report it).
 inline constexpr int kInterruptedExit = 130;
 
+/// What ranks other than 0 exit with once rank 0 has their results, whatever
+/// rank 0 reports: mpirun ends the whole job as soon as one rank exits
+/// non-zero, so a rank leaving with 2 or 130 first would cut rank 0 off before
+/// it printed. mpirun then exits with rank 0's status.
+inline constexpr int kQuietRankExit = 0;
+
 }  // namespace dtsim::cli

@@ -205,7 +205,7 @@ int run_plan(const PlanOptions& o, const std::vector<std::string>& args, std::os
     if (!under_mpi) throw;
     MPI_Finalize();
     if (rank == 0) throw;
-    return 2;
+    return kQuietRankExit;
   }
   const std::vector<std::string> skipped = search::skipped_shapes(catalog, options);
   bool stopped = interrupt_requested().load();
@@ -213,7 +213,7 @@ int run_plan(const PlanOptions& o, const std::vector<std::string>& args, std::os
     rows = gather_rows(rows);
     stopped = sum_over_ranks(stopped ? 1 : 0) > 0;
     MPI_Finalize();
-    if (rank != 0) return stopped ? kInterruptedExit : 0;
+    if (rank != 0) return kQuietRankExit;
   }
   if (stopped) fmt::print(stderr, "\ndtsim: interrupted: the {} clusters planned so far\n", rows.size());
   if (o.chart) {

@@ -158,7 +158,7 @@ int run_search(const SearchOptions& o, const std::vector<std::string>& args, std
     simulated = static_cast<std::size_t>(sum_over_ranks(static_cast<long long>(r.simulated)));
     stopped = sum_over_ranks(r.stopped ? 1 : 0) > 0;
     MPI_Finalize();
-    if (rank != 0) return stopped ? kInterruptedExit : 0;
+    if (rank != 0) return kQuietRankExit;
   }
   if (stopped) {
     fmt::print(stderr, "\ndtsim: interrupted: the best of the {} of {} configurations simulated so far\n", simulated, worth);
