@@ -11,10 +11,10 @@
 #include <fmt/ostream.h>
 #include <nlohmann/json.hpp>
 
-#include "dtsim/core/version.hpp"
 #include "cli/commands.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/quantity_parse.hpp"
+#include "dtsim/core/version.hpp"
 #include "dtsim/driver/simulation.hpp"
 #include "dtsim/hw/device.hpp"
 #include "dtsim/net/collective.hpp"

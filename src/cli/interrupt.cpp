@@ -24,7 +24,7 @@ void catch_stop_request() { std::signal(SIGUSR1, on_interrupt); }
 
 void catch_interrupt() {
   std::signal(SIGINT, on_interrupt);
-  std::signal(SIGUSR1, on_interrupt);
+  catch_stop_request();
 }
 
 }  // namespace dtsim::cli

@@ -8,10 +8,10 @@
 #include <fmt/ostream.h>
 #include <nlohmann/json.hpp>
 
-#include "dtsim/core/version.hpp"
 #include "cli/commands.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/quantity_parse.hpp"
+#include "dtsim/core/version.hpp"
 #include "dtsim/hw/kernel_model.hpp"
 #include "dtsim/hw/profile.hpp"
 

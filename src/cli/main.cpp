@@ -15,9 +15,9 @@
 
 #include "cli/commands.hpp"
 #include "cli/interrupt.hpp"
-#include "dtsim/exec/launch.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/version.hpp"
+#include "dtsim/exec/launch.hpp"
 
 int main(int argc, char** argv) {
   if (dtsim::exec::launched_by_mpi()) dtsim::cli::catch_stop_request();

@@ -12,12 +12,12 @@
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
-#include "dtsim/core/version.hpp"
 #include "calibrate/calibration_command.hpp"
 #include "cli/commands.hpp"
 #include "dtsim/core/host_memory.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/quantity_parse.hpp"
+#include "dtsim/core/version.hpp"
 #include "dtsim/driver/simulation.hpp"
 #include "dtsim/exec/cpu_kernels.hpp"
 #include "dtsim/exec/executor.hpp"

@@ -14,12 +14,12 @@
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 
-#include "dtsim/core/version.hpp"
 #include "cli/commands.hpp"
 #include "cli/interrupt.hpp"
 #include "cli/mpi_gather.hpp"
 #include "cli/progress_bar.hpp"
 #include "dtsim/core/input_error.hpp"
+#include "dtsim/core/version.hpp"
 #include "dtsim/driver/simulation.hpp"
 #include "dtsim/exec/launch.hpp"
 #include "dtsim/hw/device.hpp"
