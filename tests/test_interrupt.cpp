@@ -46,22 +46,27 @@ Interrupted interrupt_after_progress(const std::string& args) {
   return r;
 }
 
-TEST(Interrupt, SearchPrintsTheBestSoFarAndExits130) {
-  // About 1,000 configurations: seconds on two cores, far more than the first one takes.
-  Interrupted r = interrupt_after_progress("search --model gpt3-175b --cluster superpod-a100 --nodes 128 --gbs 1536 --top 3");
+// About 1,000 configurations: seconds on two cores, far more than the first one takes.
+constexpr const char* kSearch = "search --model gpt3-175b --cluster superpod-a100 --nodes 128 --gbs 1536 --top 3";
+// Ten clusters, the first of 8 GPUs: its progress line comes early, the 1024-GPU ones keep it busy.
+constexpr const char* kPlan = "plan --model llama2-7b --tokens 2e12 --gpus 8,1024";
+
+// What an interrupted search and plan print, on one process or on ranks alike.
+void expect_partial_search(const Interrupted& r) {
   EXPECT_EQ(r.exit_code, 130) << r.err;
   EXPECT_NE(r.err.find("dtsim: interrupted: the best of the "), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("(stopped by Ctrl-C)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\n   1 "), std::string::npos) << "no ranked row: " << r.out;
 }
-
-TEST(Interrupt, PlanPrintsTheClustersPlannedSoFarAndExits130) {
-  // Ten clusters, the first of 8 GPUs: its progress line comes early, the 1024-GPU ones keep it busy.
-  Interrupted r = interrupt_after_progress("plan --model llama2-7b --tokens 2e12 --gpus 8,1024");
+void expect_partial_plan(const Interrupted& r) {
   EXPECT_EQ(r.exit_code, 130) << r.err;
   EXPECT_NE(r.err.find("dtsim: interrupted: the "), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("stopped by Ctrl-C: the rows above are the clusters planned before it"), std::string::npos) << r.out;
 }
+
+TEST(Interrupt, SearchPrintsTheBestSoFarAndExits130) { expect_partial_search(interrupt_after_progress(kSearch)); }
+
+TEST(Interrupt, PlanPrintsTheClustersPlannedSoFarAndExits130) { expect_partial_plan(interrupt_after_progress(kPlan)); }
 
 // Starts `COMMAND` in a process group of its own with TMPDIR in a scratch
 // folder, waits until `ready` (a shell test) holds, then sends SIGINT to the
@@ -118,23 +123,16 @@ std::string binary(const char* variable, const char* fallback) {
 // SIGUSR1, which mpirun passes to the ranks: they stop, gather what they
 // have, and rank 0 prints the best so far, as one process would.
 TEST(Interrupt, SearchOnRanksPrintsTheBestSoFarAndExits130) {
-  GroupInterrupted r = interrupt_group_when(
-      binary("DTSIM_BIN", "dtsim") + " search --model gpt3-175b --cluster superpod-a100 --nodes 128 --gbs 1536 --top 3 --ranks 2",
-      "grep -q configurations $ERR 2>/dev/null");
-  EXPECT_EQ(r.exit_code, 130) << r.err;
-  EXPECT_NE(r.err.find("dtsim: interrupted: the best of the "), std::string::npos) << r.err;
-  EXPECT_NE(r.out.find("(stopped by Ctrl-C)"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("\n   1 "), std::string::npos) << "no ranked row: " << r.out;
+  GroupInterrupted r = interrupt_group_when(binary("DTSIM_BIN", "dtsim") + " " + kSearch + " --ranks 2",
+                                            "grep -q configurations $ERR 2>/dev/null");
+  expect_partial_search(r);
   EXPECT_EQ(r.left_running, 0) << "mpirun or a rank outlived Ctrl-C";
 }
 
 TEST(Interrupt, PlanOnRanksPrintsTheClustersPlannedSoFarAndExits130) {
-  GroupInterrupted r = interrupt_group_when(
-      binary("DTSIM_BIN", "dtsim") + " plan --model llama2-7b --tokens 2e12 --gpus 8,1024 --ranks 2",
-      "grep -q planned $ERR 2>/dev/null");
-  EXPECT_EQ(r.exit_code, 130) << r.err;
-  EXPECT_NE(r.err.find("dtsim: interrupted: the "), std::string::npos) << r.err;
-  EXPECT_NE(r.out.find("stopped by Ctrl-C: the rows above are the clusters planned before it"), std::string::npos) << r.out;
+  GroupInterrupted r = interrupt_group_when(binary("DTSIM_BIN", "dtsim") + " " + kPlan + " --ranks 2",
+                                            "grep -q planned $ERR 2>/dev/null");
+  expect_partial_plan(r);
   EXPECT_EQ(r.left_running, 0) << "mpirun or a rank outlived Ctrl-C";
 }
 
