@@ -25,6 +25,7 @@ llama2-70b_superpod-h100x8_megatron|simulate --model llama2-70b --cluster superp
 bert-large_tpu-v4-64_tpu|simulate --model bert-large --cluster tpu-v4-64 --strategy tpu,mbs=32
 resnet50_dgx-a100_parameter_server|simulate --model resnet50 --cluster dgx-a100 --nodes 2 --strategy parameter_server,mbs=128,dtype=fp16
 mixtral-8x7b_superpod-h100x4_ep_cp|simulate --model mixtral-8x7b --cluster superpod-h100 --nodes 4 --strategy tp=2,cp=2,ep=4,pp=2,gbs=32,zero=1,recompute=full
+mixtral-8x7b_superpod-h100x4_etp1|simulate --model mixtral-8x7b --cluster superpod-h100 --nodes 4 --strategy tp=4,etp=1,ep=8,pp=2,sp=on,gbs=64,zero=1,recompute=full
 gpt3-175b_superpod-a100x16_1f1b_full|simulate --model gpt3-175b --cluster superpod-a100 --nodes 16 --strategy tp=8,pp=16,gbs=64,recompute=full,attention=standard,dtype=fp16
 CASES
 echo "updated $(ls tests/golden/*.json | wc -l) golden files"

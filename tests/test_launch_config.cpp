@@ -49,6 +49,21 @@ TEST(LaunchConfig, MegatronFlagsAndTheirInteractions) {
             "framework=megatron,tp=2,cp=2,ep=4,dtype=fp8,zero=1,overlap=on,param_overlap=on,tp_overlap=on,sp=on,"
             "recompute=full,pipeline_split=balanced");
   EXPECT_TRUE(contains(l.not_modelled, "--recompute-method"));
+  // MoE layouts: expert tensor parallelism and the capacity factor map too.
+  plan::LaunchStrategy moe = plan::from_megatron_args(
+      "--tensor-model-parallel-size 4 --expert-model-parallel-size 8 --expert-tensor-parallel-size 1 "
+      "--moe-expert-capacity-factor 1.25 --sequence-parallel",
+      "args");
+  EXPECT_EQ(moe.strategy, "framework=megatron,tp=4,ep=8,etp=1,capacity_factor=1.25,sp=on,overlap=off");
+  EXPECT_TRUE(moe.not_modelled.empty());
+  EXPECT_EQ(plan::parse_strategy(moe.strategy).etp, 1);
+  EXPECT_DOUBLE_EQ(plan::parse_strategy(moe.strategy).capacity_factor, 1.25);
+  try {
+    plan::from_megatron_args("--moe-expert-capacity-factor lots", "train.sh");
+    FAIL() << "a capacity factor that is not a number";
+  } catch (const core::InputError& e) {
+    EXPECT_STREQ(e.what(), "train.sh: /moe-expert-capacity-factor: expected a factor from 1 to 64, got \"lots\"");
+  }
   // FP8 GEMMs over a bf16 model, whichever flag comes first.
   EXPECT_EQ(plan::from_megatron_args("--fp8-format hybrid --bf16", "args").strategy, "framework=megatron,dtype=fp8,overlap=off");
   EXPECT_NO_THROW(plan::parse_strategy(l.strategy));

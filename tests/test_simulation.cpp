@@ -1,5 +1,6 @@
 // Whole predictions through the driver: properties that must hold whatever
 // the constants, so that a wrong mechanism fails even when goldens are updated.
+#include <algorithm>
 #include <limits>
 #include <map>
 
@@ -311,6 +312,100 @@ TEST(Simulation, ExpertParallelismIsCarvedOutOfDataParallelismAsInMegatronCore) 
   } catch (const core::InputError& e) {
     EXPECT_STREQ(e.what(), "--strategy: /dp: needs 32 GPUs, the cluster has 16");
   }
+}
+
+namespace {
+// The group of `kind` that holds `rank`, or none.
+std::vector<int> group_of(const driver::Simulation& s, plan::GroupKind kind, int rank) {
+  for (const plan::CommGroup& g : s.tasks.groups) {
+    if (g.kind == kind && std::find(g.ranks.begin(), g.ranks.end(), rank) != g.ranks.end()) return g.ranks;
+  }
+  return {};
+}
+// Model FLOPs of the compute tasks of one rank in a step.
+double model_flops_of_rank(const driver::Simulation& s, int rank) {
+  double flops = 0;
+  for (const plan::Task& t : s.tasks.tasks) {
+    if (t.kind == plan::TaskKind::kCompute && t.rank == rank) {
+      flops += s.tasks.kernels[static_cast<std::size_t>(t.payload)].model_flops.value();
+    }
+  }
+  return flops;
+}
+}  // namespace
+
+TEST(Simulation, ExpertTensorParallelismRegroupsEachStageAsMegatronCoresExpertGrid) {
+  auto mixtral = [](const std::string& strategy, bool full = false) {
+    return driver::simulate({"mixtral-8x7b", "superpod-h100", strategy + ",pp=2,sp=on,gbs=64,zero=1,recompute=full", 4,
+                             std::nullopt, std::nullopt, full, {}, {}});
+  };
+  // 32 GPUs, tp 4, pp 2: each stage holds 16 ranks (dp 4).
+  const driver::Simulation tp_experts = mixtral("tp=4,ep=4");  // etp = tp: experts split as the attention is
+  const driver::Simulation whole = mixtral("tp=4,etp=1,ep=8");
+  const driver::Simulation halves = mixtral("tp=4,etp=2,ep=8");
+  using G = plan::GroupKind;
+  // etp = tp: one rank of each tp group forms an ep group, which spans two nodes.
+  EXPECT_EQ(group_of(tp_experts, G::kEp, 0), (std::vector<int>{0, 4, 8, 12}));
+  EXPECT_EQ(group_of(tp_experts, G::kTp, 0), (std::vector<int>{0, 1, 2, 3}));
+  // etp 1: etp x ep x expert-dp = 1 x 8 x 2 over the stage's 16 ranks; the ep
+  // group is one node and spans the tp ranks; dense weights still reduce over dp.
+  EXPECT_EQ(group_of(whole, G::kEp, 0), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(group_of(whole, G::kExpertDp, 0), (std::vector<int>{0, 8}));
+  EXPECT_TRUE(group_of(whole, G::kExpertTp, 0).empty());
+  EXPECT_EQ(group_of(whole, G::kDp, 0), (std::vector<int>{0, 4, 8, 12}));
+  EXPECT_EQ(group_of(whole, G::kEp, 16), (std::vector<int>{16, 17, 18, 19, 20, 21, 22, 23}));  // stage 1
+  // etp 2: 2 x 8 x 1, so no expert-dp group; ep strides over the etp pairs.
+  EXPECT_EQ(group_of(halves, G::kExpertTp, 0), (std::vector<int>{0, 1}));
+  EXPECT_EQ(group_of(halves, G::kEp, 0), (std::vector<int>{0, 2, 4, 6, 8, 10, 12, 14}));
+  EXPECT_TRUE(group_of(halves, G::kExpertDp, 0).empty());
+  // The one simulated rank per stage stands for all: its groups' copies are
+  // the stage's other groups of the same span.
+  for (const plan::CommGroup& g : halves.tasks.groups) {
+    if (g.kind == G::kExpertTp) {
+      EXPECT_EQ(g.copies.size(), 7u);
+    }
+    if (g.kind == G::kEp) {
+      ASSERT_EQ(g.copies.size(), 1u);
+      EXPECT_EQ(g.copies[0].front() % 16, 1);
+    }
+  }
+  // The same work per rank, whatever the grid: each rank computes the experts
+  // of its 1/tp of the tokens (even routing).
+  EXPECT_NEAR(model_flops_of_rank(whole, 0) / model_flops_of_rank(tp_experts, 0), 1.0, 1e-9);
+  EXPECT_NEAR(model_flops_of_rank(halves, 0) / model_flops_of_rank(tp_experts, 0), 1.0, 1e-9);
+  // Whole experts on 8 ranks hold twice the expert weights of experts split
+  // over 16 (tp 4 x ep 4 or etp 2 x ep 8).
+  EXPECT_GT(whole.report.per_stage[0].params.value(), 1.8 * tp_experts.report.per_stage[0].params.value());
+  EXPECT_NEAR(halves.report.per_stage[0].params / tp_experts.report.per_stage[0].params, 1.0, 1e-9);
+  // An all-to-all inside the node beats one across nodes.
+  EXPECT_LT(whole.report.breakdown.exposed_comm.ep.value(), 0.25 * tp_experts.report.breakdown.exposed_comm.ep.value());
+  // One simulated rank per stage predicts what simulating all 32 does.
+  for (const std::string st : {"tp=4,etp=1,ep=8", "tp=4,etp=2,ep=8", "tp=2,cp=2,etp=1,ep=2"}) {
+    EXPECT_EQ(mixtral(st).timeline.makespan, mixtral(st, true).timeline.makespan) << st;
+  }
+}
+
+TEST(Simulation, ExpertTensorParallelismIsRefusedWithMegatronsReasons) {
+  auto refused = [](const std::string& model, const std::string& strategy) {
+    try {
+      driver::simulate({model, "superpod-h100", strategy, 4, std::nullopt, std::nullopt, false, {}, {}});
+      return std::string("accepted");
+    } catch (const core::InputError& e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_EQ(refused("llama3-8b", "tp=4,etp=1"), "--strategy: /etp: expert tensor parallelism needs an MoE model; llama3-8b is dense");
+  EXPECT_EQ(refused("mixtral-8x7b", "tp=4,etp=1,ep=8,pp=2"),
+            "--strategy: /sp: expected sp=on: with tp = 4 and etp = 1, the experts take the tokens sequence parallelism "
+            "splits over the tp ranks, as Megatron-Core requires");
+  EXPECT_EQ(refused("mixtral-8x7b", "tp=4,etp=4,ep=8,pp=4,sp=on"),
+            "--strategy: /ep: expected a divisor of the 2 data-parallel ranks (expert parallelism is carved out of data "
+            "parallelism, as in Megatron-Core), got 8");
+  EXPECT_EQ(refused("mixtral-8x7b", "tp=4,etp=2,ep=8,pp=4,sp=on"),
+            "--strategy: /etp: expected etp*ep to divide the tp*cp*dp = 8 ranks of a pipeline stage (Megatron-Core's "
+            "expert grid), got etp*ep = 2*8");
+  EXPECT_EQ(refused("mixtral-8x7b", "tp=4,etp=3,ep=8,sp=on"),
+            "--strategy: /etp: expected a divisor of the experts' 14336 hidden units, got 3");
 }
 
 TEST(Simulation, CapacityFactorPadsExpertsAndTheirAllToAll) {

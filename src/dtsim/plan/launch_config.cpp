@@ -21,6 +21,7 @@ const std::map<std::string, std::string, std::less<>>& megatron_counts() {
       {"--pipeline-model-parallel-size", "pp"},
       {"--context-parallel-size", "cp"},
       {"--expert-model-parallel-size", "ep"},
+      {"--expert-tensor-parallel-size", "etp"},
       {"--virtual-pipeline-model-parallel-size", "vpp"},
       {"--micro-batch-size", "mbs"},
       {"--global-batch-size", "gbs"},
@@ -52,7 +53,7 @@ const std::map<std::string, std::string, std::less<>>& megatron_flags() {
 const std::set<std::string, std::less<>>& megatron_not_modelled() {
   static const std::set<std::string, std::less<>> keys = {
       "--recompute-method", "--recompute-num-layers", "--num-layers-per-virtual-pipeline-stage",
-      "--expert-tensor-parallel-size", "--moe-expert-capacity-factor", "--cpu-offloading",
+      "--cpu-offloading",
       "--optimizer-cpu-offload", "--fp8-recipe", "--num-distributed-optimizer-instances"};
   return keys;
 }
@@ -147,6 +148,16 @@ LaunchStrategy from_megatron_args(std::string_view args, const std::string& sour
     } else if (key == "--fp8-format") {
       fp8 = true;  // added last, so that it wins over --bf16 / --fp16 (the model's dtype under FP8 GEMMs)
       out.mapped.push_back(fmt::format("{} {} -> dtype=fp8", key, value));
+    } else if (key == "--moe-expert-capacity-factor") {
+      // Megatron-Core drops or pads to capacity only with a factor (1.25).
+      double factor = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), factor);
+      if (ec != std::errc() || end != value.data() + value.size() || !(factor >= 1) || factor > 64) {
+        throw core::InputError(source, "/moe-expert-capacity-factor",
+                               fmt::format("expected a factor from 1 to 64, got \"{}\"", value));
+      }
+      add(out, "capacity_factor=" + value);
+      out.mapped.push_back(fmt::format("{} {} -> capacity_factor={}", key, value, value));
     } else if (key == "--seq-length") {
       out.seq_len = positive_int(value, source, "/seq-length");
       out.mapped.push_back(fmt::format("{} {} -> --seq-len {}", key, value, *out.seq_len));

@@ -38,6 +38,11 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
     // Attention GEMMs are per sample and per head: the micro-batch and tp
     // change how many run (tp splits the heads), not their shape.
     w.gemm.batch = std::max<std::int64_t>(1, w.gemm.batch * r_.s.mbs / tp);
+  } else if (op.expert && r_.expert_grid && sharded) {
+    // An expert split over etp ranks computes etp/tp of the tokens of a tp
+    // split (the routed tokens gathered over etp), on 1/etp of the width.
+    w.gemm.m = std::max<std::int64_t>(1, w.gemm.m * r_.s.mbs * r_.s.etp / r_.s.tp);
+    w.gemm.n = std::max<std::int64_t>(1, w.gemm.n / r_.s.etp);
   } else {
     w.gemm.m *= r_.s.mbs;
     w.gemm.n = std::max<std::int64_t>(1, w.gemm.n / tp);
@@ -75,8 +80,14 @@ Bytes LayerSteps::bytes_moved(const model::Op& op, bool backward, double samples
   // Activations scale with the micro-batch; weights are read once per
   // micro-batch (and once more, with their gradient written, in the backward).
   const double activations = backward ? op.backward_elements_moved : op.forward_elements_moved;
-  const double weights =
-      op.weight_elements_moved * (backward ? 2.0 : 1.0) / (op.split == model::TensorSplit::kSharded ? r_.s.tp : 1);
+  const bool sharded = op.split == model::TensorSplit::kSharded;
+  double weights = op.weight_elements_moved * (backward ? 2.0 : 1.0) / (sharded ? r_.s.tp : 1);
+  if (op.expert && graph_.transformer) {
+    // A grouped GEMM reads the weights of every expert on the rank (experts
+    // / ep of them), each split over etp ranks rather than tp.
+    const double local_experts = static_cast<double>(graph_.transformer->experts) / r_.s.ep;
+    weights *= local_experts * (sharded ? static_cast<double>(r_.s.tp) / r_.s.etp : 1.0);
+  }
   return Bytes((activations * samples + weights) * act_bytes_ * eager_factor(op.pattern));
 }
 
@@ -157,10 +168,18 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
     }
     flush();
   };
-  // Dispatch and combine move each token to its top_k experts; padded to capacity, capacity_factor times that.
+  // Dispatch and combine move each token to its top_k experts; padded to
+  // capacity, capacity_factor times that. On an expert grid, each rank
+  // dispatches its 1/tp of the tokens (sequence parallelism) over ep, and
+  // the etp ranks of an expert gather what they received (Megatron-Core's
+  // all-to-all dispatcher); the dense tp collectives around the experts go.
   const double padding = r_.s.capacity_factor > 0 ? r_.s.capacity_factor : 1.0;
+  const bool grid = r_.expert_grid, etp = grid && r_.s.etp > 1;
   const Bytes routed =
-      tokens_bytes(hidden * (graph_.transformer ? static_cast<double>(graph_.transformer->top_k) : 0) * padding);
+      tokens_bytes(hidden * (graph_.transformer ? static_cast<double>(graph_.transformer->top_k) : 0) * padding) /
+      (grid ? r_.s.tp : 1);
+  const Bytes gathered = routed * static_cast<double>(r_.s.etp);
+  auto dense_tp = [&](const model::Op& op) { return tp && !(grid && op.expert); };
   auto add = [&](const model::Op& op, bool op_backward) {
     hw::OpWork w = work(op, op_backward);
     current.ops.push_back(w);
@@ -176,19 +195,22 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
   const bool selective = r_.s.recompute == Recompute::kSelective && !r_.s.flash_attention;
   if (!backward) {
     for (const model::Op& op : layer.ops) {
-      if (tp && sp && op.tp_gather_before) collective(CommOp::kAllGather, GroupKind::kTp, tokens_bytes(hidden, op.tokens));
+      if (dense_tp(op) && sp && op.tp_gather_before) collective(CommOp::kAllGather, GroupKind::kTp, tokens_bytes(hidden, op.tokens));
       if (ep && op.expert && op.tp_gather_before) collective(CommOp::kAllToAll, GroupKind::kEp, routed);  // dispatch
+      if (etp && op.expert && op.tp_gather_before) collective(CommOp::kAllGather, GroupKind::kExpertTp, gathered);
       if (cp && op.kind == model::OpKind::kAttention) ring_attention(op, false);
       else add(op, false);
+      if (etp && op.expert && op.tp_reduce_after) collective(CommOp::kReduceScatter, GroupKind::kExpertTp, gathered);
       if (ep && op.expert && op.tp_reduce_after) collective(CommOp::kAllToAll, GroupKind::kEp, routed);  // combine
-      if (tp && op.tp_reduce_after) {
+      if (dense_tp(op) && op.tp_reduce_after) {
         collective(sp ? CommOp::kReduceScatter : CommOp::kAllReduce, GroupKind::kTp, tokens_bytes(hidden, op.tokens));
       }
     }
   } else {
     for (auto it = layer.ops.rbegin(); it != layer.ops.rend(); ++it) {
-      if (tp && sp && it->tp_reduce_after) collective(CommOp::kAllGather, GroupKind::kTp, tokens_bytes(hidden, it->tokens));
+      if (dense_tp(*it) && sp && it->tp_reduce_after) collective(CommOp::kAllGather, GroupKind::kTp, tokens_bytes(hidden, it->tokens));
       if (ep && it->expert && it->tp_reduce_after) collective(CommOp::kAllToAll, GroupKind::kEp, routed);
+      if (etp && it->expert && it->tp_reduce_after) collective(CommOp::kAllGather, GroupKind::kExpertTp, gathered);
       if (cp && it->kind == model::OpKind::kAttention) {
         ring_attention(*it, true);
         continue;
@@ -200,8 +222,9 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
         current.hardware_flops += again.flops;
       }
       add(*it, true);
+      if (etp && it->expert && it->tp_gather_before) collective(CommOp::kReduceScatter, GroupKind::kExpertTp, gathered);
       if (ep && it->expert && it->tp_gather_before) collective(CommOp::kAllToAll, GroupKind::kEp, routed);
-      if (tp && it->tp_gather_before) {
+      if (dense_tp(*it) && it->tp_gather_before) {
         collective(sp ? CommOp::kReduceScatter : CommOp::kAllReduce, GroupKind::kTp, tokens_bytes(hidden, it->tokens));
       }
     }

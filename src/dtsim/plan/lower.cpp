@@ -20,7 +20,7 @@ class Lowering {
  public:
   Lowering(const model::Graph& graph, const ResolvedStrategy& r, const LowerOptions& options,
            core::Bytes runtime_allowance, int gpus_per_node)
-      : runtime_allowance_(runtime_allowance), full_(options.full), graph_(graph), r_(r), layout_(r.s), virtual_stages_(r.s.pp * r.s.vpp), chunks_(stage_layers(graph, r.s)),
+      : runtime_allowance_(runtime_allowance), full_(options.full), graph_(graph), r_(r), layout_(r), experts_(r), virtual_stages_(r.s.pp * r.s.vpp), chunks_(stage_layers(graph, r.s)),
         steps_(graph, r, tg_.kernels) {
     tg_.world = r.world;
     tg_.dtype = r.s.dtype;
@@ -38,7 +38,7 @@ class Lowering {
         ranks_.push_back(first);
         continue;
       }
-      for (int rank : layout_.group(first, all)) ranks_.push_back(coord_of(rank));
+      for (int rank : layout_.group(first, all)) ranks_.push_back(layout_.coord(rank));
     }
   }
 
@@ -55,17 +55,25 @@ class Lowering {
       }
     }
     if (!full_) {
-      for (CommGroup& g : tg_.groups) g.copies = copies_of(g.ranks);
+      for (CommGroup& g : tg_.groups) {
+        const std::optional<ExpertGrid::Span> span = expert_span(g.kind);
+        g.copies = span ? experts_.copies(g.ranks, *span) : copies_of(g.ranks);
+      }
     }
     return std::move(tg_);
   }
 
  private:
+  // Parameters a rank of a stage holds: dense weights and its experts'.
+  struct StageParams {
+    double dense = 0, experts = 0;
+  };
+
   struct RankState {
     int rank = 0;
     Coord x;
-    int tp_group = -1, cp_group = -1, ep_group = -1, dp_group = -1, expert_dp_group = -1;
-    std::int64_t tp_calls = 0, cp_calls = 0, ep_calls = 0, dp_calls = 0;
+    int tp_group = -1, cp_group = -1, ep_group = -1, dp_group = -1, expert_dp_group = -1, expert_tp_group = -1;
+    std::int64_t tp_calls = 0, cp_calls = 0, ep_calls = 0, dp_calls = 0, expert_tp_calls = 0;
     TaskRef last_compute;
     TaskRef unfinished_send;  // with blocking transfers, the next compute waits for it
     std::vector<std::uint32_t> grad_comms;
@@ -83,11 +91,22 @@ class Lowering {
     std::vector<std::uint32_t> layers_done;
   };
 
+  // Groups the expert grid forms (when the experts have one), by what they span.
+  std::optional<ExpertGrid::Span> expert_span(GroupKind kind) const {
+    if (!r_.expert_grid) return std::nullopt;
+    switch (kind) {
+      case GroupKind::kEp: return ExpertGrid::Span::kExpert;
+      case GroupKind::kExpertTp: return ExpertGrid::Span::kExpertTp;
+      case GroupKind::kExpertDp: return ExpertGrid::Span::kExpertDp;
+      default: return std::nullopt;
+    }
+  }
+
   // The simulated ranks sit at t = c = e = d = 0; a group's copies shift
   // every member along the dimensions the group does not span.
   std::vector<std::vector<int>> copies_of(const std::vector<int>& ranks) const {
     std::vector<Coord> members;
-    for (int r : ranks) members.push_back(coord_of(r));
+    for (int r : ranks) members.push_back(layout_.coord(r));
     int spanned = 0;
     for (const Coord& m : members) {
       spanned |= (m.t != members[0].t ? RankLayout::kT : 0) | (m.c != members[0].c ? RankLayout::kC : 0) |
@@ -96,7 +115,7 @@ class Lowering {
     const int shifted = (RankLayout::kT | RankLayout::kC | RankLayout::kE | RankLayout::kD) & ~spanned;
     std::vector<std::vector<int>> out;
     for (int shift_rank : layout_.group(Coord{}, shifted)) {
-      const Coord shift = coord_of(shift_rank);
+      const Coord shift = layout_.coord(shift_rank);
       if (shift_rank == 0) continue;  // the group itself
       std::vector<int> copy;
       for (Coord m : members) {
@@ -111,18 +130,6 @@ class Lowering {
     return out;
   }
 
-  Coord coord_of(int rank) const {
-    Coord x;
-    x.t = rank % r_.s.tp;
-    rank /= r_.s.tp;
-    x.c = rank % r_.s.cp;
-    rank /= r_.s.cp;
-    x.e = rank % r_.s.ep;
-    rank /= r_.s.ep;
-    x.d = rank % r_.s.dp;
-    x.p = rank / r_.s.dp;
-    return x;
-  }
   // Virtual stage of chunk c on stage p (Megatron: chunk c holds model chunk c*pp + p).
   int virtual_stage(int p, int chunk) const { return chunk * r_.s.pp + p; }
   const std::vector<int>& layers_of(int p, int chunk) const {
@@ -181,7 +188,7 @@ class Lowering {
 
   bool sharded_params() const { return r_.s.zero >= 3 && replicas() > 1; }
   bool overlapped_param_gather() const { return r_.s.param_overlap && r_.s.zero >= 1 && r_.s.zero < 3 && replicas() > 1; }
-  int replicas() const { return r_.s.dp * r_.s.cp * r_.s.ep; }
+  int replicas() const { return r_.dense_replicas(); }
   // Gradient bytes of a layer's dense weights, or of its experts.
   Bytes grad_bytes(int layer, bool experts = false) const {
     double params = 0;
@@ -286,6 +293,7 @@ class Lowering {
     switch (kind) {
       case GroupKind::kCp: return {Stream::kCpComm, s.cp_group, &s.cp_calls};
       case GroupKind::kEp: return {Stream::kEpComm, s.ep_group, &s.ep_calls};
+      case GroupKind::kExpertTp: return {Stream::kEpComm, s.expert_tp_group, &s.expert_tp_calls};
       default: return {Stream::kTpComm, s.tp_group, &s.tp_calls};
     }
   }
@@ -342,7 +350,7 @@ class Lowering {
     }
     const std::vector<int>& layers = layers_of(s.x.p, chunk);
     std::array<Bucket, 2> buckets{Bucket{false, Bytes(0)}, Bucket{true, Bytes(0)}};
-    const bool replicated = s.dp_group >= 0;
+    const bool replicated = s.dp_group >= 0 || s.expert_dp_group >= 0;
     // Backward prefetch (PyTorch FSDP's BACKWARD_PRE): the next layer's
     // gather is issued before this layer's gradients are computed, one layer
     // ahead; without prefetch each layer gathers when it starts.
@@ -364,7 +372,7 @@ class Lowering {
       }
       if (!last_of_chunk || !replicated) continue;
       for (Bucket& b : buckets) {
-        if (!b.experts || s.expert_dp_group >= 0) fill(s, b, *it, mb, std::next(it) == layers.rend());
+        if ((b.experts ? s.expert_dp_group : s.dp_group) >= 0) fill(s, b, *it, mb, std::next(it) == layers.rend());
       }
     }
     if (v > 0) {
@@ -385,13 +393,15 @@ class Lowering {
     return 4.0 + 16.0 + 12.0 + (mixed ? 2.0 : 0.0) + 4.0 + (r_.s.dtype == hw::Dtype::kFp16 ? 4.0 : 0.0);
   }
 
-  void optimizer(RankState& s, double params) {
+  void optimizer(RankState& s, const StageParams& params) {
     for (const RankState::Held& h : s.held) s.grad_comms.push_back(reduce(s, h.experts, h.bytes, h.mb, h.layer));
-    const double shards = r_.s.zero >= 1 ? r_.s.dp * r_.s.cp : 1;
+    const bool sharded = r_.s.zero >= 1;
+    const double updated = params.dense / (sharded ? r_.dense_replicas() : 1) +
+                           params.experts / (sharded ? r_.expert_replicas() : 1);
     Kernel k{"optimizer.adam", {}, Flops(0), Flops(0)};
     hw::OpWork update;
     update.kind = model::OpKind::kElementwise;
-    update.bytes_moved = Bytes(optimizer_bytes_per_param() * params / shards);
+    update.bytes_moved = Bytes(optimizer_bytes_per_param() * updated);
     k.ops.push_back(update);
     tg_.kernels.push_back(k);
     Task task;
@@ -405,17 +415,25 @@ class Lowering {
     tg_.tasks.push_back(task);
     s.last_compute = static_cast<std::uint32_t>(tg_.tasks.size() - 1);
     if (r_.s.zero >= 1 && r_.s.zero < 3 && s.dp_group >= 0 && !overlapped_param_gather()) {
-      Bytes weights(params * bytes_per_param(r_.s).gather);
+      // The updated shards come back to every replica: dense weights over
+      // the data-parallel group, experts over their expert-dp group.
+      Bytes weights(params.dense * bytes_per_param(r_.s).gather);
       comm(s, Stream::kDpComm, CommOp::kAllGather, s.dp_group, s.dp_calls++, weights, Phase::kOptimizer, 0, -1,
            {s.last_compute});
+      if (s.expert_dp_group >= 0 && params.experts > 0) {
+        comm(s, Stream::kDpComm, CommOp::kAllGather, s.expert_dp_group, s.dp_calls++,
+             Bytes(params.experts * bytes_per_param(r_.s).gather), Phase::kOptimizer, 0, -1, {s.last_compute});
+      }
     }
   }
 
-  double stage_params(int p) const {
-    double params = 0;
+  StageParams stage_params(int p) const {
+    StageParams params;
     for (int chunk = 0; chunk < r_.s.vpp; ++chunk) {
       for (int layer : layers_of(p, chunk)) {
-        for (const model::Op& op : graph_.layers[static_cast<std::size_t>(layer)].ops) params += params_on_rank(op, r_.s);
+        for (const model::Op& op : graph_.layers[static_cast<std::size_t>(layer)].ops) {
+          (op.expert ? params.experts : params.dense) += params_on_rank(op, r_.s);
+        }
       }
     }
     return params;
@@ -448,14 +466,20 @@ class Lowering {
     using L = RankLayout;
     if (r_.s.tp > 1) s.tp_group = group(GroupKind::kTp, layout_.group(x, L::kT));
     if (r_.s.cp > 1) s.cp_group = group(GroupKind::kCp, layout_.group(x, L::kC));
-    if (r_.s.ep > 1) s.ep_group = group(GroupKind::kEp, layout_.group(x, L::kE));
+    if (r_.s.ep > 1 && !r_.expert_grid) s.ep_group = group(GroupKind::kEp, layout_.group(x, L::kE));
     if (replicas() > 1) s.dp_group = group(GroupKind::kDp, layout_.group(x, L::kC | L::kE | L::kD));
-    if (r_.s.dp * r_.s.cp > 1 && graph_.transformer && graph_.transformer->experts > 0) {
+    const bool moe = graph_.transformer && graph_.transformer->experts > 0;
+    if (r_.expert_grid) {
+      using S = ExpertGrid::Span;
+      if (r_.s.ep > 1) s.ep_group = group(GroupKind::kEp, experts_.group(s.rank, S::kExpert));
+      if (r_.s.etp > 1) s.expert_tp_group = group(GroupKind::kExpertTp, experts_.group(s.rank, S::kExpertTp));
+      if (r_.expert_replicas() > 1) s.expert_dp_group = group(GroupKind::kExpertDp, experts_.group(s.rank, S::kExpertDp));
+    } else if (r_.expert_replicas() > 1 && moe) {
       s.expert_dp_group = group(GroupKind::kExpertDp, layout_.group(x, L::kC | L::kD));
     }
     const int p = x.p;
-    const double params = stage_params(p);
-    StaticMemory memory = static_memory(params, r_, runtime_allowance_);
+    const StageParams params = stage_params(p);
+    StaticMemory memory = static_memory(params.dense, params.experts, r_, runtime_allowance_);
     memory.other += communication_buffers(p);
     tg_.simulated.push_back({s.rank, p, memory});
     const int m = r_.micro_batches;
@@ -476,6 +500,7 @@ class Lowering {
   const model::Graph& graph_;
   const ResolvedStrategy& r_;
   RankLayout layout_;
+  ExpertGrid experts_;
   int virtual_stages_;
   std::vector<std::vector<int>> chunks_;
   TaskGraph tg_;

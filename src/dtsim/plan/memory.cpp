@@ -11,19 +11,32 @@ BytesPerParam bytes_per_param(const Strategy& s) {
 }
 
 double params_on_rank(const model::Op& op, const Strategy& s) {
-  const double tp = op.split == model::TensorSplit::kSharded ? s.tp : 1;
-  return op.params / tp / (op.expert ? s.ep : 1);
+  const bool sharded = op.split == model::TensorSplit::kSharded;
+  if (op.expert) return op.params / ((sharded ? (s.etp > 0 ? s.etp : s.tp) : 1) * s.ep);
+  return op.params / (sharded ? s.tp : 1);
+}
+
+StaticMemory static_memory(double dense_params, double expert_params, const ResolvedStrategy& r,
+                           core::Bytes runtime_allowance) {
+  const BytesPerParam per = bytes_per_param(r.s);
+  // The distributed optimizer shards each weight over the ranks that hold
+  // the same copy of it: dense weights over dp, cp (and ep) ranks, experts
+  // over their expert-dp ranks.
+  const double dense = r.dense_replicas(), experts = r.expert_replicas();
+  auto sharded = [&](double per_param, int from_stage) {
+    const bool shard = r.s.zero >= from_stage;
+    return core::Bytes(per_param * (dense_params / (shard ? dense : 1.0) + expert_params / (shard ? experts : 1.0)));
+  };
+  StaticMemory m;
+  m.params = sharded(per.params, 3);
+  m.grads = sharded(per.grads, 2);
+  m.optimizer = sharded(per.optimizer, 1);
+  m.other = runtime_allowance;
+  return m;
 }
 
 StaticMemory static_memory(double params, const ResolvedStrategy& r, core::Bytes runtime_allowance) {
-  const BytesPerParam per = bytes_per_param(r.s);
-  const double dp = r.s.dp * r.s.cp;  // the distributed optimizer shards over dp and cp ranks
-  StaticMemory m;
-  m.params = core::Bytes(params * per.params / (r.s.zero >= 3 ? dp : 1.0));
-  m.grads = core::Bytes(params * per.grads / (r.s.zero >= 2 ? dp : 1.0));
-  m.optimizer = core::Bytes(params * per.optimizer / (r.s.zero >= 1 ? dp : 1.0));
-  m.other = runtime_allowance;
-  return m;
+  return static_memory(params, 0.0, r, runtime_allowance);
 }
 
 core::Bytes saved_activation_bytes(const model::Layer& layer, const ResolvedStrategy& r) {

@@ -34,10 +34,16 @@ struct BytesPerParam {
 // the lowering adds (plan/lower.cpp, communication_buffers).
 BytesPerParam bytes_per_param(const Strategy& strategy);
 
-/// Parameters a rank holds of one op: sharded ops divide by tp, experts by ep.
+/// Parameters a rank holds of one op: sharded ops divide by tp (experts by
+/// etp), experts by ep.
 double params_on_rank(const model::Op& op, const Strategy& s);
 
 /// `runtime_allowance` is the device's (hw::Device::runtime_allowance).
+/// ZeRO shards dense parameters over the dense replicas and experts' over
+/// the expert replicas (ResolvedStrategy).
+StaticMemory static_memory(double dense_params_on_rank, double expert_params_on_rank, const ResolvedStrategy& strategy,
+                           core::Bytes runtime_allowance = core::Bytes(kContextAllowanceBytes));
+/// A rank with dense parameters only.
 StaticMemory static_memory(double params_on_rank, const ResolvedStrategy& strategy,
                            core::Bytes runtime_allowance = core::Bytes(kContextAllowanceBytes));
 

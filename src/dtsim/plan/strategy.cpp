@@ -107,7 +107,7 @@ void check_stage_layers(const Strategy& s, std::int64_t blocks) {
 }  // namespace
 
 std::string_view strategy_keys() {
-  return "dp, tp, pp, cp, ep, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, "
+  return "dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, "
          "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, tp_overlap, param_overlap, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor";
 }
 
@@ -180,6 +180,7 @@ Strategy parse_strategy(std::string_view text) {
     else if (key == "pp") s.pp = degree(key, value);
     else if (key == "cp") s.cp = degree(key, value);
     else if (key == "ep") s.ep = degree(key, value);
+    else if (key == "etp") s.etp = degree(key, value);
     else if (key == "ps") s.ps = degree(key, value);
     else if (key == "sync") s.sync = on_off(key, value);
     else if (key == "steps") s.steps = positive(key, value, 1, kMaxPsSteps);
@@ -320,8 +321,14 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
     if (s.ep > 1 && t.experts % s.ep != 0) {
       fail("ep", fmt::format("expected a divisor of the model's {} experts, got {}", t.experts, s.ep));
     }
-  } else if (s.tp > 1 || s.cp > 1 || s.ep > 1) {
-    const char* key = s.tp > 1 ? "tp" : s.cp > 1 ? "cp" : "ep";
+    if (s.etp > 0 && t.experts == 0) {
+      fail("etp", fmt::format("expert tensor parallelism needs an MoE model; {} is dense", graph.name));
+    }
+    if (s.etp > 0 && t.ffn_hidden % s.etp != 0) {
+      fail("etp", fmt::format("expected a divisor of the experts' {} hidden units, got {}", t.ffn_hidden, s.etp));
+    }
+  } else if (s.tp > 1 || s.cp > 1 || s.ep > 1 || s.etp > 0) {
+    const char* key = s.tp > 1 ? "tp" : s.cp > 1 ? "cp" : s.ep > 1 ? "ep" : "etp";
     fail(key, fmt::format("{} parallelism needs a transformer; {} is a layer graph",
                           s.tp > 1 ? "tensor" : s.cp > 1 ? "context" : "expert", graph.name));
   } else if (s.pp > 1 && static_cast<std::int64_t>(graph.layers.size()) < s.pp) {
@@ -340,7 +347,25 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
   } else if (s.dp * model_parallel != gpus) {
     fail("dp", fmt::format("expected a divisor of the {} GPUs that leaves tp*cp*pp = {}, got {}", gpus, model_parallel, s.dp));
   }
-  if (s.dp % s.ep != 0) {
+  if (s.etp == 0) s.etp = s.tp;
+  r.expert_grid = s.etp != s.tp;
+  if (r.expert_grid) {
+    // Megatron-Core's expert grid regroups a stage's ranks as etp x ep x
+    // expert-dp: etp*ep must divide them, whatever tp and dp are.
+    const std::int64_t stage = std::int64_t{s.tp} * s.cp * s.dp;
+    if (stage % (std::int64_t{s.etp} * s.ep) != 0) {
+      fail("etp", fmt::format("expected etp*ep to divide the tp*cp*dp = {} ranks of a pipeline stage (Megatron-Core's "
+                              "expert grid), got etp*ep = {}*{}",
+                              stage, s.etp, s.ep));
+    }
+    // The MoE layer takes its tokens split over the tp ranks (Megatron-Core
+    // asserts --sequence-parallel for MoE with tp > 1).
+    if (s.tp > 1 && !s.sp) {
+      fail("sp", fmt::format("expected sp=on: with tp = {} and etp = {}, the experts take the tokens sequence "
+                             "parallelism splits over the tp ranks, as Megatron-Core requires",
+                             s.tp, s.etp));
+    }
+  } else if (s.dp % s.ep != 0) {
     fail("ep", fmt::format("expected a divisor of the {} data-parallel ranks (expert parallelism is carved out of "
                            "data parallelism, as in Megatron-Core), got {}",
                            s.dp, s.ep));
@@ -360,9 +385,9 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
   }
   if (s.gbs == 0) s.gbs = static_cast<int>(per_step);
   if (s.gbs % per_step != 0) fail("gbs", fmt::format("expected a multiple of dp*mbs = {}, got {}", per_step, s.gbs));
-  // From here on, s.dp counts the replicas of the expert layers: the planner's
-  // rank layout is tp x cp x ep x dp x pp.
-  s.dp /= s.ep;
+  // From here on, without an expert grid, s.dp counts the replicas of the
+  // expert layers: the planner's rank layout is tp x cp x ep x dp x pp.
+  if (!r.expert_grid) s.dp /= s.ep;
   r.micro_batches = static_cast<int>(s.gbs / per_step);
   if (s.sp && s.tp == 1) fail("sp", "sequence parallelism splits along tensor-parallel ranks; it needs tp > 1");
   if (s.schedule == Schedule::kInterleaved) {
@@ -379,7 +404,7 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
     if (s.zero > 0) fail("zero", "ZeRO shards over all-reduce peers; parameter servers hold the optimizer state instead");
     if (s.ps < 0) s.ps = (gpus + cluster.gpus_per_node() - 1) / cluster.gpus_per_node();
   }
-  if (s.zero > 0 && s.dp * s.cp * s.ep == 1) fail("zero", "ZeRO shards over data-parallel ranks; it needs dp > 1");
+  if (s.zero > 0 && r.dense_replicas() == 1) fail("zero", "ZeRO shards over data-parallel ranks; it needs dp > 1");
   return r;
 }
 

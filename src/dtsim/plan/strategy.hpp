@@ -44,6 +44,11 @@ struct Strategy {
   int pp = 1;
   int cp = 1;    ///< context parallelism: the sequence split over cp ranks (ring attention)
   int ep = 1;    ///< expert parallelism: MoE experts sharded over ep ranks
+  /// Expert tensor parallelism (Megatron-Core --expert-tensor-parallel-size):
+  /// each expert's weights split over etp ranks; 0: as tp. With etp other
+  /// than tp the expert layers regroup each stage's tp*cp*dp ranks as
+  /// etp x ep x expert-dp (etp innermost), so an ep group may span tp ranks.
+  int etp = 0;
   /// MoE capacity factor (Megatron-Core --moe-expert-capacity-factor with
   /// padding to capacity): each expert computes capacity_factor times its
   /// even share of the routed tokens, dropping the excess; 0: dropless and
@@ -131,6 +136,21 @@ struct ResolvedStrategy {
   Strategy s;
   int world = 1;          ///< ranks = tp * cp * ep * dp * pp
   int micro_batches = 1;  ///< per data-parallel rank and step
+  /// The expert layers have their own grid (s.etp differs from s.tp): the
+  /// dense layout is tp x cp x dp x pp (s.dp all data-parallel ranks) and
+  /// experts group each stage's ranks as etp x ep x expert-dp. Otherwise the
+  /// one layout tp x cp x ep x dp x pp serves both (s.dp = data-parallel / ep).
+  bool expert_grid = false;
+
+  /// The ep dimension of the dense rank layout.
+  [[nodiscard]] int layout_ep() const { return expert_grid ? 1 : s.ep; }
+  /// Ranks holding the same shard of a dense weight: its gradient reduces,
+  /// and ZeRO shards it, over them (cp included, as Megatron-Core does).
+  [[nodiscard]] int dense_replicas() const { return s.dp * s.cp * layout_ep(); }
+  /// Ranks holding the same shard of an expert.
+  [[nodiscard]] int expert_replicas() const {
+    return expert_grid ? s.tp * s.cp * s.dp / (s.etp * s.ep) : s.dp * s.cp;
+  }
 };
 
 /// Checks the strategy against the model and cluster: degrees dividing the

@@ -26,6 +26,7 @@ std::string_view to_string(GroupKind kind) {
     case GroupKind::kExpertDp: return "expert-dp";
     case GroupKind::kPp: return "pp";
     case GroupKind::kPs: return "ps";
+    case GroupKind::kExpertTp: return "expert-tp";
   }
   return "?";
 }

@@ -27,8 +27,10 @@ inline constexpr int kStreamCount = 7;
 std::string_view to_string(Stream stream);
 
 /// kDp reduces gradients of weights replicated over cp, ep and dp ranks;
-/// kExpertDp those of MoE experts, replicated over cp and dp ranks only.
-enum class GroupKind : std::uint8_t { kTp, kCp, kEp, kDp, kExpertDp, kPp, kPs };
+/// kExpertDp those of MoE experts, replicated over cp and dp ranks only (or
+/// over the expert grid's expert-dp ranks); kExpertTp gathers and scatters
+/// the routed tokens among the ranks that split each expert (etp).
+enum class GroupKind : std::uint8_t { kTp, kCp, kEp, kDp, kExpertDp, kPp, kPs, kExpertTp };
 std::string_view to_string(GroupKind kind);
 
 enum class Phase : std::uint8_t { kForward, kBackward, kOptimizer, kPush, kPull };

@@ -19,7 +19,8 @@ Layer layer_of(const plan::TaskGraph& g, const plan::Task& t) {
   if (t.kind == plan::TaskKind::kCompute) return kCompute;
   switch (g.groups[static_cast<std::size_t>(g.calls[static_cast<std::size_t>(t.payload)].group)].kind) {
     case plan::GroupKind::kTp: return kTp;
-    case plan::GroupKind::kEp: return kEp;
+    case plan::GroupKind::kEp:
+    case plan::GroupKind::kExpertTp: return kEp;  // both move the routed tokens of the MoE dispatcher
     case plan::GroupKind::kCp: return kCp;
     case plan::GroupKind::kPp: return kPp;
     default: return kDp;

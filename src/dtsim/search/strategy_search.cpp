@@ -43,17 +43,19 @@ std::vector<int> divisors_up_to(std::int64_t of, int limit) {
 // alone exceed the device, no schedule or recomputation can save the config.
 bool static_memory_fits(const model::Graph& g, const topo::Cluster& c, const plan::ResolvedStrategy& r) {
   const auto stages = plan::stage_layers(g, r.s);
-  double heaviest = 0;
+  core::Bytes heaviest;
   for (int p = 0; p < r.s.pp; ++p) {
-    double params = 0;
+    double dense = 0, experts = 0;
     for (int chunk = 0; chunk < r.s.vpp; ++chunk) {
       for (int layer : stages[static_cast<std::size_t>(chunk * r.s.pp + p)]) {
-        for (const model::Op& op : g.layers[static_cast<std::size_t>(layer)].ops) params += plan::params_on_rank(op, r.s);
+        for (const model::Op& op : g.layers[static_cast<std::size_t>(layer)].ops) {
+          (op.expert ? experts : dense) += plan::params_on_rank(op, r.s);
+        }
       }
     }
-    heaviest = std::max(heaviest, params);
+    heaviest = std::max(heaviest, plan::static_memory(dense, experts, r).total());
   }
-  return plan::static_memory(heaviest, r).total() <= c.device().hbm_capacity;
+  return heaviest <= c.device().hbm_capacity;
 }
 
 }  // namespace
