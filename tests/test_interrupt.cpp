@@ -93,9 +93,13 @@ GroupInterrupted interrupt_group_when(const std::string& command, const std::str
                         << "j=0; while kill -0 -- -$p 2>/dev/null && [ $j -lt 100 ]; do sleep 0.1; j=$((j+1)); done\n"
                         << "kill -0 -- -$p 2>/dev/null && echo outlived || echo gone\n"
                         << "ls | grep -v '^ompi' | tr '\\n' ' '; echo\n"
-                        // Anything started there (mpirun runs in a group of its own for search and plan).
-                        << "n=0; for d in /proc/[0-9]*; do [ \"${d#/proc/}\" != $$ ] && "
-                        << "[ \"$(readlink $d/cwd 2>/dev/null)\" = " << tmp << " ] && n=$((n+1)); done; echo $n\n";
+                        // Anything started there (mpirun runs in a group of its own for search and plan),
+                        // counted from / so that the counting shell's own subshells are not. Up to 10 s
+                        // more: a rank mpirun has signalled may finish exiting just after mpirun.
+                        << "running() { cd / && n=0; for d in /proc/[0-9]*; do [ \"${d#/proc/}\" != $$ ] && "
+                        << "[ \"$(readlink $d/cwd 2>/dev/null)\" = " << tmp << " ] && n=$((n+1)); done; echo $n; cd " << tmp
+                        << "; }\n"
+                        << "k=0; while [ \"$(running)\" != 0 ] && [ $k -lt 100 ]; do sleep 0.1; k=$((k+1)); done; running\n";
   GroupInterrupted r;
   FILE* pipe = popen(("bash " + script).c_str(), "r");
   std::string code, fate;
