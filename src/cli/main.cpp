@@ -6,6 +6,7 @@
 #include <new>
 #include <fstream>
 #include <iostream>
+#include <malloc.h>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -18,6 +19,22 @@
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/version.hpp"
 #include "dtsim/exec/launch.hpp"
+
+namespace {
+
+// Commands that run many simulations free a task graph of megabytes after
+// each and build the next. glibc hands blocks that large back to the kernel
+// (mmap'ed, or trimmed off the heap) and every simulation faulted its pages
+// in anew: 265,000 page faults in the GPT-3 175B search. Kept in the heap,
+// they take 100,000 and the search 5% less time (issue 16). Only the
+// program does this: the Python module leaves its host's allocator alone.
+void keep_freed_memory_for_the_next_simulation() {
+  constexpr int kOneGiB = 1 << 30;
+  mallopt(M_MMAP_THRESHOLD, kOneGiB);
+  mallopt(M_TRIM_THRESHOLD, kOneGiB);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (dtsim::exec::launched_by_mpi()) dtsim::cli::catch_stop_request();
@@ -60,6 +77,9 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("compare")) return dtsim::cli::run_compare(compare, std::cout);
     if (app.got_subcommand("kernel")) return dtsim::cli::run_kernel(kernel, std::cout);
     const std::vector<std::string> args(argv, argv + argc);
+    if (app.got_subcommand("sweep") || app.got_subcommand("search") || app.got_subcommand("plan")) {
+      keep_freed_memory_for_the_next_simulation();
+    }
     if (app.got_subcommand("run")) return dtsim::cli::run_run(run, args, std::cout);
     if (app.got_subcommand("validate")) return dtsim::cli::run_validate(validate, args, std::cout);
     if (app.got_subcommand("sweep")) return dtsim::cli::run_sweep(sweep, args, std::cout);

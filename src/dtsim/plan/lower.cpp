@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <tuple>
+#include <unordered_map>
 
 #include "dtsim/plan/layer_steps.hpp"
 #include "dtsim/plan/memory.hpp"
@@ -74,6 +75,7 @@ class Lowering {
     Coord x;
     int tp_group = -1, cp_group = -1, ep_group = -1, dp_group = -1, expert_dp_group = -1, expert_tp_group = -1;
     std::int64_t tp_calls = 0, cp_calls = 0, ep_calls = 0, dp_calls = 0, expert_tp_calls = 0;
+    std::vector<int> pp_links;  // group of the link from virtual stage v to v + 1, once looked up
     TaskRef last_compute;
     TaskRef unfinished_send;  // with blocking transfers, the next compute waits for it
     std::vector<std::uint32_t> grad_comms;
@@ -144,11 +146,15 @@ class Lowering {
     return group_ids_[key] = static_cast<int>(tg_.groups.size() - 1);
   }
   // The link from virtual stage v to v + 1, between the ranks that hold them.
-  int pp_link(const RankState& s, int v) {
+  int pp_link(RankState& s, int v) {
+    // Every micro-batch crosses the same links: look each up once per rank.
+    if (s.pp_links.empty()) s.pp_links.assign(static_cast<std::size_t>(virtual_stages_), -1);
+    int& id = s.pp_links[static_cast<std::size_t>(v)];
+    if (id >= 0) return id;
     Coord from = s.x, to = s.x;
     from.p = v % r_.s.pp;
     to.p = (v + 1) % r_.s.pp;
-    return group(GroupKind::kPp, {layout_.rank(from), layout_.rank(to)});
+    return id = group(GroupKind::kPp, {layout_.rank(from), layout_.rank(to)});
   }
   std::int64_t p2p_tag(int micro_batch, int v, bool backward) const {
     return (static_cast<std::int64_t>(micro_batch) * virtual_stages_ + v) * 2 + (backward ? 1 : 0);
@@ -239,6 +245,14 @@ class Lowering {
     return s.layers_done[static_cast<std::size_t>(index)];
   }
 
+  // A layer's saved activations, worked out once: every micro-batch's pass
+  // of every simulated rank asks (2% of a strategy search).
+  Bytes saved_bytes(int layer) {
+    auto& cached = saved_bytes_[static_cast<std::size_t>(layer)];
+    if (!cached) cached = saved_activation_bytes(graph_.layers[static_cast<std::size_t>(layer)], r_);
+    return *cached;
+  }
+
   // Activations: without full recomputation a layer keeps its saved tensors
   // from forward to backward; with it, only its input, and the recomputed
   // forward holds the rest for the length of the layer's backward.
@@ -246,7 +260,7 @@ class Lowering {
     const std::vector<Step>& steps = backward ? steps_.backward(layer) : steps_.forward(layer);
     const bool full = r_.s.recompute == Recompute::kFull;
     const model::Layer& l = graph_.layers[static_cast<std::size_t>(layer)];
-    const Bytes saved = saved_activation_bytes(l, r_);
+    const Bytes saved = saved_bytes(layer);
     const Bytes kept = full && graph_.transformer
                            ? layer_input_bytes(l.tokens > 0 ? l.tokens : graph_.seq_len, graph_.transformer->hidden, r_)
                            : saved;
@@ -506,8 +520,15 @@ class Lowering {
   TaskGraph tg_;
   LayerSteps steps_;
   std::vector<Coord> ranks_;
+  std::vector<std::optional<Bytes>> saved_bytes_ = std::vector<std::optional<Bytes>>(graph_.layers.size());
   std::map<std::pair<GroupKind, std::vector<int>>, int> group_ids_;
-  std::map<std::tuple<CommOp, int, double>, int> call_ids_;
+  struct CallKeyHash {
+    std::size_t operator()(const std::tuple<CommOp, int, double>& k) const {
+      const auto [op, group, bytes] = k;
+      return std::hash<double>{}(bytes) ^ (static_cast<std::size_t>(group) << 8) ^ static_cast<std::size_t>(op);
+    }
+  };
+  std::unordered_map<std::tuple<CommOp, int, double>, int, CallKeyHash> call_ids_;
 };
 
 }  // namespace
