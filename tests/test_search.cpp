@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -31,6 +32,40 @@ TEST(Search, EveryEnumeratedStrategyResolvesAndIsDistinct) {
   EXPECT_GT(all.size(), 100u);
   EXPECT_EQ(std::set<std::string>(all.begin(), all.end()).size(), all.size());
   for (const std::string& s : all) EXPECT_NO_THROW(plan::resolve(plan::parse_strategy(s), in.graph, in.cluster)) << s;
+}
+
+TEST(Search, MoeLayoutsIncludeWholeExpertsOnAnEpGroupAcrossTheTpRanks) {
+  Inputs in;
+  in.graph = model::load_workload(driver::data_dir() / "workloads" / "mixtral-8x7b.json");
+  in.cluster = topo::load_cluster(driver::data_dir() / "topologies" / "superpod-h100.json", in.catalog, {4});
+  search::SearchOptions o;
+  o.global_batch = 64;
+  const auto all = search::enumerate(in.graph, in.cluster, o);
+  std::size_t expert_grid = 0;
+  for (const std::string& s : all) {
+    const plan::ResolvedStrategy r = plan::resolve(plan::parse_strategy(s), in.graph, in.cluster);
+    if (!r.expert_grid) continue;
+    ++expert_grid;
+    EXPECT_EQ(r.s.etp, 1) << s;
+    EXPECT_GT(r.s.tp, 1) << s;
+  }
+  EXPECT_GT(expert_grid, 100u);
+  // ep 8 with tp 4, pp 2 on 32 GPUs leaves dp 4, which ep 8 cannot divide:
+  // only the expert grid (etp 1 x ep 8 x expert-dp 2 per stage of 16) has it.
+  EXPECT_EQ(std::count_if(all.begin(), all.end(),
+                          [](const std::string& s) {
+                            return s.rfind("dp=4,tp=4,pp=2,cp=1,ep=8,", 0) == 0 && s.find("etp=1") == std::string::npos;
+                          }),
+            0);
+  EXPECT_GT(std::count_if(all.begin(), all.end(),
+                          [](const std::string& s) {
+                            return s.rfind("dp=4,tp=4,pp=2,cp=1,ep=8,", 0) == 0 && s.find("etp=1") != std::string::npos;
+                          }),
+            0);
+  // Dense models get no expert keys.
+  Inputs dense;
+  for (const std::string& s : search::enumerate(dense.graph, dense.cluster, o))
+    EXPECT_EQ(s.find("etp"), std::string::npos) << s;
 }
 
 TEST(Search, RankedFastestFirstAllFitAndTheFrontIsNotDominated) {

@@ -385,6 +385,27 @@ TEST(Simulation, ExpertTensorParallelismRegroupsEachStageAsMegatronCoresExpertGr
   }
 }
 
+TEST(Simulation, ZeroThreeGathersAndScattersTheExpertsToo) {
+  // FSDP over an MoE model: every layer's experts are sharded like its dense
+  // weights, so they are gathered before it runs and their gradients
+  // reduce-scattered after, over the ranks holding the same experts.
+  const driver::Simulation s = driver::simulate(
+      {"mixtral-8x7b", "superpod-h100", "dp=32,ep=4,gbs=64,zero=3", 4, std::nullopt, std::nullopt, false, {}, {}});
+  double gathered = 0, scattered = 0, dense_gathered = 0;
+  for (const plan::Task& t : s.tasks.tasks) {
+    if (t.kind != plan::TaskKind::kComm) continue;
+    const plan::CommCall& c = s.tasks.calls[static_cast<std::size_t>(t.payload)];
+    const plan::GroupKind kind = s.tasks.groups[static_cast<std::size_t>(c.group)].kind;
+    if (kind == plan::GroupKind::kExpertDp && c.op == plan::CommOp::kAllGather) gathered += c.bytes.value();
+    if (kind == plan::GroupKind::kExpertDp && c.op == plan::CommOp::kReduceScatter) scattered += c.bytes.value();
+    if (kind == plan::GroupKind::kDp && c.op == plan::CommOp::kAllGather) dense_gathered += c.bytes.value();
+  }
+  // A quarter of the 8 experts on each rank: far more bytes than the dense
+  // weights (attention, norms, router, embedding and head).
+  EXPECT_GT(gathered, 3.0 * dense_gathered);
+  EXPECT_GT(scattered, 0.0);
+}
+
 TEST(Simulation, ExpertTensorParallelismIsRefusedWithMegatronsReasons) {
   auto refused = [](const std::string& model, const std::string& strategy) {
     try {

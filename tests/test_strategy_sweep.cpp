@@ -22,6 +22,8 @@ const T& pick(std::mt19937& rng, const std::vector<T>& from) {
 
 std::string random_strategy(std::mt19937& rng) {
   std::string s = pick<std::string>(rng, {"tp=1", "tp=2", "tp=4", "tp=2,sp=on"});
+  // Expert layouts (refused on the dense models): experts split as tp, or whole on an ep group spanning tp ranks.
+  s += pick<std::string>(rng, {"", "", "", ",ep=2", ",ep=2,etp=1,sp=on"});
   s += pick<std::string>(rng, {"", ",pp=2", ",pp=2,schedule=gpipe", ",pp=2,schedule=interleaved,vpp=2", ",cp=2"});
   s += pick<std::string>(rng, {",mbs=1", ",mbs=2"});
   s += pick<std::string>(rng, {"", ",gbs=16", ",gbs=32"});

@@ -33,7 +33,7 @@ namespace {
 
 // "tp=8,pp=4" for --fix and --max; only the searched dimensions.
 std::map<std::string, int> parse_dimensions(const std::string& flag, const std::string& text) {
-  static const std::set<std::string> known{"dp", "tp", "pp", "cp", "ep", "mbs", "vpp", "zero"};
+  static const std::set<std::string> known{"dp", "tp", "pp", "cp", "ep", "etp", "mbs", "vpp", "zero"};
   std::map<std::string, int> out;
   std::size_t start = 0;
   while (start < text.size()) {
@@ -43,7 +43,7 @@ std::map<std::string, int> parse_dimensions(const std::string& flag, const std::
     std::size_t eq = item.find('=');
     std::string key = item.substr(0, eq);
     if (eq == std::string::npos || !known.count(key)) {
-      throw core::InputError(flag, "/" + key, "expected key=value with a key among dp, tp, pp, cp, ep, mbs, vpp, zero");
+      throw core::InputError(flag, "/" + key, "expected key=value with a key among dp, tp, pp, cp, ep, etp, mbs, vpp, zero");
     }
     try {
       out[key] = std::stoi(item.substr(eq + 1));
@@ -103,7 +103,7 @@ void add_search(CLI::App& app, SearchOptions& o) {
   cmd->add_option("--cluster,-c", o.cluster, "cluster: a bundled name or a path")->required();
   cmd->add_option("--gbs", o.gbs, "global batch size (samples per step)")->required();
   cmd->add_option("--nodes", o.nodes, "override the cluster file's node count");
-  cmd->add_option("--fix", o.fix, "fix dimensions, e.g. tp=8,pp=8 (dp, tp, pp, cp, ep, mbs, vpp, zero)");
+  cmd->add_option("--fix", o.fix, "fix dimensions, e.g. tp=8,pp=8 (dp, tp, pp, cp, ep, etp, mbs, vpp, zero)");
   cmd->add_option("--max", o.max, "bound dimensions from above, e.g. pp=16");
   cmd->add_option("--top", o.top, "rows to print")->capture_default_str();
   cmd->add_option("--threads", o.threads, "worker threads (default: all cores)");

@@ -203,8 +203,8 @@ class Lowering {
     }
     return Bytes(params * bytes_per_param(r_.s).reduce);
   }
-  Bytes weight_bytes(int layer) const {
-    return grad_bytes(layer) * (bytes_per_param(r_.s).gather / bytes_per_param(r_.s).reduce);
+  Bytes weight_bytes(int layer, bool experts = false) const {
+    return grad_bytes(layer, experts) * (bytes_per_param(r_.s).gather / bytes_per_param(r_.s).reduce);
   }
   Bytes boundary_bytes() const {
     const double hidden = graph_.transformer ? static_cast<double>(graph_.transformer->hidden) : 0;
@@ -226,12 +226,24 @@ class Lowering {
       if (done.empty()) done.assign(graph_.layers.size(), false);
       if (done[static_cast<std::size_t>(layer)]) return std::nullopt;
       done[static_cast<std::size_t>(layer)] = true;
-      return comm(s, Stream::kDpComm, CommOp::kAllGather, s.dp_group, s.dp_calls++, weight_bytes(layer),
-                  Phase::kForward, mb, layer, {});
+      const std::uint32_t dense = comm(s, Stream::kDpComm, CommOp::kAllGather, s.dp_group, s.dp_calls++,
+                                       weight_bytes(layer), Phase::kForward, mb, layer, {});
+      return gather_experts(s, layer, Phase::kForward, mb, {}).value_or(dense);
     }
     if (!sharded_params() || grad_bytes(layer).value() <= 0) return std::nullopt;
-    return comm(s, Stream::kDpComm, CommOp::kAllGather, s.dp_group, s.dp_calls++, weight_bytes(layer),
-                backward ? Phase::kBackward : Phase::kForward, mb, layer, {slot_freed(s, ahead)});
+    const Phase phase = backward ? Phase::kBackward : Phase::kForward;
+    const std::uint32_t dense = comm(s, Stream::kDpComm, CommOp::kAllGather, s.dp_group, s.dp_calls++,
+                                     weight_bytes(layer), phase, mb, layer, {slot_freed(s, ahead)});
+    return gather_experts(s, layer, phase, mb, slot_freed(s, ahead)).value_or(dense);
+  }
+
+  // The layer's expert weights gathered over the ranks that hold the same
+  // experts, after its dense ones on the same stream (so the layer waits for
+  // this one alone); none without experts or expert replicas.
+  TaskRef gather_experts(RankState& s, int layer, Phase phase, int mb, TaskRef after) {
+    if (s.expert_dp_group < 0 || grad_bytes(layer, true).value() <= 0) return std::nullopt;
+    return comm(s, Stream::kDpComm, CommOp::kAllGather, s.expert_dp_group, s.dp_calls++, weight_bytes(layer, true),
+                phase, mb, layer, {after});
   }
 
   // The layer run whose end lets a gather start that many layers ahead of
@@ -382,6 +394,10 @@ class Lowering {
           s.grad_comms.push_back(comm(s, Stream::kDpComm, CommOp::kReduceScatter, s.dp_group, s.dp_calls++,
                                       grad_bytes(*it), Phase::kBackward, mb, *it, {s.last_compute}));
         }
+        if (s.expert_dp_group >= 0 && grad_bytes(*it, true).value() > 0) {
+          s.grad_comms.push_back(comm(s, Stream::kDpComm, CommOp::kReduceScatter, s.expert_dp_group, s.dp_calls++,
+                                      grad_bytes(*it, true), Phase::kBackward, mb, *it, {s.last_compute}));
+        }
         continue;
       }
       if (!last_of_chunk || !replicated) continue;
@@ -461,7 +477,7 @@ class Lowering {
     if (sharded_params()) {
       Bytes largest;
       for (int chunk = 0; chunk < r_.s.vpp; ++chunk) {
-        for (int layer : layers_of(p, chunk)) largest = std::max(largest, weight_bytes(layer));
+        for (int layer : layers_of(p, chunk)) largest = std::max(largest, weight_bytes(layer) + weight_bytes(layer, true));
       }
       // The running layer's weights and those gathered ahead of it (the
       // unbounded ideal is held to one ahead, as it was before `prefetch`).
