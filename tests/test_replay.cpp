@@ -24,7 +24,7 @@ plan::TaskGraph two_ranks() {
     plan::Task compute;
     compute.rank = rank;
     compute.payload = rank;  // kernel a or b
-    compute.alloc_at_start = core::Bytes(500);
+    g.set_activation_change(compute, core::Bytes(500), core::Bytes(0));
     g.tasks.push_back(compute);
     plan::Task reduce;
     reduce.kind = plan::TaskKind::kComm;
@@ -38,7 +38,7 @@ plan::TaskGraph two_ranks() {
     plan::Task tail;
     tail.rank = rank;
     tail.payload = 2;
-    tail.free_at_end = core::Bytes(500);
+    g.set_activation_change(tail, core::Bytes(0), core::Bytes(500));
     tail.deps_begin = static_cast<std::uint32_t>(g.deps.size());
     g.deps.push_back(base + 1);
     tail.deps_end = static_cast<std::uint32_t>(g.deps.size());

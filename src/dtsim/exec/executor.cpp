@@ -80,13 +80,13 @@ Execution execute(const plan::TaskGraph& graph, const plan::Timeline& order, MPI
     for (std::size_t i = 0; i < mine.size(); ++i) {
       const plan::Task& task = graph.tasks[mine[i]];
       step_spans[i].start = {to_ns(Clock::now() - t0)};
-      activations.allocate(task.alloc_at_start);
+      activations.allocate(graph.alloc_at_start(task));
       if (task.kind == plan::TaskKind::kCompute) {
         for (const hw::KernelCall& c : calls_of_kernel[static_cast<std::size_t>(task.payload)]) kernels.run(c);
       } else {
         comm.run(task);
       }
-      activations.release(task.free_at_end);
+      activations.release(graph.free_at_end(task));
       step_spans[i].end = {to_ns(Clock::now() - t0)};
     }
     comm.complete_sends();

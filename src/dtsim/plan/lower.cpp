@@ -186,7 +186,7 @@ class Lowering {
     task.phase = phase;
     task.rank = s.rank;
     task.payload = call(op, group_id, bytes);
-    task.tag = tag;
+    TaskGraph::set_tag(task, tag);
     task.micro_batch = mb;
     task.layer = layer;
     return add_task(task, deps);
@@ -299,8 +299,8 @@ class Lowering {
       task.payload = step.kernel;
       task.micro_batch = mb;
       task.layer = layer;
-      if (first_compute) task.alloc_at_start = backward ? (full ? saved : Bytes(0)) : kept;
-      if (backward && i == last_compute_index) task.free_at_end = full ? saved + kept : saved;
+      tg_.set_activation_change(task, first_compute ? (backward ? (full ? saved : Bytes(0)) : kept) : Bytes(0),
+                                backward && i == last_compute_index ? (full ? saved + kept : saved) : Bytes(0));
       s.last_compute = add_task(task, {pending, gathered, s.unfinished_send});
       s.unfinished_send.reset();
       pending = overlapped;

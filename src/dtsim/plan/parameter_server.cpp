@@ -26,7 +26,7 @@ struct Builder {
     t.phase = phase;
     t.rank = worker;
     t.payload = call;
-    t.tag = iteration;
+    TaskGraph::set_tag(t, iteration);
     t.micro_batch = iteration;
     return add(t, deps);
   }
@@ -92,7 +92,7 @@ TaskGraph lower_parameter_server(const model::Graph& graph, const ResolvedStrate
           const auto& fwd = steps.forward(static_cast<int>(l));
           for (std::size_t k = 0; k < fwd.size(); ++k) {
             t.payload = fwd[k].kernel;
-            t.alloc_at_start = k == 0 ? saved : Bytes(0);
+            b.tg.set_activation_change(t, k == 0 ? saved : Bytes(0), Bytes(0));
             last = b.add(t, before);
             before.clear();
           }
@@ -106,7 +106,8 @@ TaskGraph lower_parameter_server(const model::Graph& graph, const ResolvedStrate
           const auto& bwd = steps.backward(static_cast<int>(l));
           for (std::size_t k = 0; k < bwd.size(); ++k) {
             t.payload = bwd[k].kernel;
-            t.free_at_end = k + 1 == bwd.size() ? saved_activation_bytes(graph.layers[l], r) : Bytes(0);
+            b.tg.set_activation_change(t, Bytes(0),
+                                       k + 1 == bwd.size() ? saved_activation_bytes(graph.layers[l], r) : Bytes(0));
             last = b.add(t, {});
           }
         }

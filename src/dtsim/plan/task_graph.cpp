@@ -1,6 +1,8 @@
 #include "dtsim/plan/task_graph.hpp"
 
 #include <algorithm>
+#include <limits>
+#include <stdexcept>
 
 namespace dtsim::plan {
 
@@ -41,6 +43,22 @@ std::string_view to_string(CommOp op) {
     case CommOp::kAllToAll: return "all_to_all";
   }
   return "?";
+}
+
+void TaskGraph::set_activation_change(Task& t, core::Bytes alloc_at_start, core::Bytes free_at_end) {
+  if (alloc_at_start.value() == 0 && free_at_end.value() == 0) {
+    t.activation_change = Task::kNoActivationChange;
+    return;
+  }
+  t.activation_change = static_cast<std::uint32_t>(activation_changes.size());
+  activation_changes.push_back({alloc_at_start, free_at_end});
+}
+
+void TaskGraph::set_tag(Task& t, std::int64_t tag) {
+  if (tag < 0 || tag > std::numeric_limits<std::int32_t>::max()) {
+    throw std::length_error("dtsim: a collective tag past 2^31: the plan is too large to simulate");
+  }
+  t.tag = static_cast<std::int32_t>(tag);
 }
 
 int TaskGraph::simulated_index(int rank) const {

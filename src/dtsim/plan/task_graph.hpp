@@ -62,21 +62,34 @@ struct CommCall {
   core::Bytes bytes;
 };
 
+/// Activations a task keeps for the backward pass and releases when it
+/// ends. Only a layer's first and last kernels have any, so tasks point
+/// into a table of these rather than each carrying two sizes.
+struct ActivationChange {
+  core::Bytes alloc_at_start;
+  core::Bytes free_at_end;
+};
+
+/// 36 bytes: `--full` on 1024 GPUs holds 18 million of them (issue 16).
 struct Task {
+  static constexpr std::uint32_t kNoActivationChange = 0xffffffffu;
+
   TaskKind kind = TaskKind::kCompute;
   Stream stream = Stream::kCompute;
   Phase phase = Phase::kForward;
   int rank = 0;
   int payload = 0;  ///< kernel index (compute) or call index (comm)
-  /// Matches the members' tasks of one collective: equal (group, tag) rendezvous.
-  std::int64_t tag = 0;
+  /// Matches the members' tasks of one collective: equal (group, tag)
+  /// rendezvous. It counts a rank's calls on one group (or its pipeline
+  /// transfers), fewer than the plan's tasks (TaskGraph::set_tag checks).
+  std::int32_t tag = 0;
   int micro_batch = 0;
   int layer = -1;
-  core::Bytes alloc_at_start;  ///< activations this task keeps for the backward pass
-  core::Bytes free_at_end;     ///< activations released when it ends
   std::uint32_t deps_begin = 0;
   std::uint32_t deps_end = 0;
+  std::uint32_t activation_change = kNoActivationChange;  ///< into TaskGraph::activation_changes
 };
+static_assert(sizeof(Task) == 36, "Task grew: --full holds one per rank, micro-batch and kernel");
 
 /// Memory a rank holds for the whole step.
 struct StaticMemory {
@@ -108,8 +121,22 @@ struct TaskGraph {
   /// each worker ran `iterations` steps of `samples_per_iteration` samples.
   int ps_shards = 0;
   int iterations = 1;
+  std::vector<ActivationChange> activation_changes;
 
   [[nodiscard]] int simulated_index(int rank) const;
+
+  [[nodiscard]] core::Bytes alloc_at_start(const Task& t) const {
+    return t.activation_change == Task::kNoActivationChange ? core::Bytes(0)
+                                                            : activation_changes[t.activation_change].alloc_at_start;
+  }
+  [[nodiscard]] core::Bytes free_at_end(const Task& t) const {
+    return t.activation_change == Task::kNoActivationChange ? core::Bytes(0)
+                                                            : activation_changes[t.activation_change].free_at_end;
+  }
+  /// Gives `t` these activation changes (nothing when both are zero).
+  void set_activation_change(Task& t, core::Bytes alloc_at_start, core::Bytes free_at_end);
+  /// Sets `t.tag`, refusing one past 32 bits (a plan far beyond any memory).
+  static void set_tag(Task& t, std::int64_t tag);
 };
 
 /// A pipeline kSendRecv's group is (stage v, stage v + 1): forward tasks

@@ -193,7 +193,9 @@ class Replay {
   void mark_started(std::uint32_t id) {
     const Task& t = g_.tasks[id];
     timeline_.spans[id].start = now_;
-    if (t.alloc_at_start.value() > 0) change_memory(t, t.alloc_at_start);
+    if (t.activation_change != Task::kNoActivationChange && g_.alloc_at_start(t).value() > 0) {
+      change_memory(t, g_.alloc_at_start(t));
+    }
     if (contended_) occupy(t, +1);
   }
 
@@ -368,7 +370,9 @@ class Replay {
     const Task& t = g_.tasks[id];
     timeline_.spans[id].end = now_;
     if (contended_) occupy(t, -1);
-    if (t.free_at_end.value() > 0) change_memory(t, core::Bytes(0) - t.free_at_end);
+    if (t.activation_change != Task::kNoActivationChange && g_.free_at_end(t).value() > 0) {
+      change_memory(t, core::Bytes(0) - g_.free_at_end(t));
+    }
     for (std::uint32_t k = succ_begin_[id]; k < succ_begin_[id + 1]; ++k) {
       std::uint32_t next = succ_[k];
       if (--remaining_[next] != 0) continue;
