@@ -86,7 +86,7 @@ Bytes LayerSteps::bytes_moved(const model::Op& op, bool backward, double samples
     // A grouped GEMM reads the weights of every expert on the rank (experts
     // / ep of them), each split over etp ranks rather than tp.
     const double local_experts = static_cast<double>(graph_.transformer->experts) / r_.s.ep;
-    weights *= local_experts * (sharded ? static_cast<double>(r_.s.tp) / r_.s.etp : 1.0);
+    weights *= local_experts * (sharded ? static_cast<double>(r_.s.tp) / r_.s.expert_tp() : 1.0);
   }
   return Bytes((activations * samples + weights) * act_bytes_ * eager_factor(op.pattern));
 }

@@ -12,7 +12,7 @@ BytesPerParam bytes_per_param(const Strategy& s) {
 
 double params_on_rank(const model::Op& op, const Strategy& s) {
   const bool sharded = op.split == model::TensorSplit::kSharded;
-  if (op.expert) return op.params / ((sharded ? (s.etp > 0 ? s.etp : s.tp) : 1) * s.ep);
+  if (op.expert) return op.params / ((sharded ? s.expert_tp() : 1) * s.ep);
   return op.params / (sharded ? s.tp : 1);
 }
 

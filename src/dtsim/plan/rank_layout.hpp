@@ -58,7 +58,7 @@ class ExpertGrid {
   enum class Span { kExpertTp, kExpert, kExpertDp };
 
   explicit ExpertGrid(const ResolvedStrategy& r)
-      : etp_(r.s.etp), ep_(r.s.ep), stage_(r.s.tp * r.s.cp * r.s.dp), edp_(stage_ / (r.s.etp * r.s.ep)) {}
+      : etp_(r.s.expert_tp()), ep_(r.s.ep), stage_(r.s.tp * r.s.cp * r.s.dp), edp_(stage_ / (etp_ * r.s.ep)) {}
 
   /// The ranks of `rank`'s stage that differ from it only along `span`, in rank order.
   [[nodiscard]] std::vector<int> group(int rank, Span span) const {

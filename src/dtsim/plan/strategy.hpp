@@ -49,6 +49,8 @@ struct Strategy {
   /// than tp the expert layers regroup each stage's tp*cp*dp ranks as
   /// etp x ep x expert-dp (etp innermost), so an ep group may span tp ranks.
   int etp = 0;
+  /// etp as it applies (resolve sets etp; a strategy built by hand may not).
+  [[nodiscard]] int expert_tp() const { return etp > 0 ? etp : tp; }
   /// MoE capacity factor (Megatron-Core --moe-expert-capacity-factor with
   /// padding to capacity): each expert computes capacity_factor times its
   /// even share of the routed tokens, dropping the excess; 0: dropless and
