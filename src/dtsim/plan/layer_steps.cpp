@@ -38,7 +38,7 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
     // Attention GEMMs are per sample and per head: the micro-batch and tp
     // change how many run (tp splits the heads), not their shape.
     w.gemm.batch = std::max<std::int64_t>(1, w.gemm.batch * r_.s.mbs / tp);
-  } else if (op.expert && r_.expert_grid && sharded) {
+  } else if (op.expert && r_.expert_grid() && sharded) {
     // An expert split over etp ranks computes etp/tp of the tokens of a tp
     // split (the routed tokens gathered over etp), on 1/etp of the width.
     w.gemm.m = std::max<std::int64_t>(1, w.gemm.m * r_.s.mbs * r_.s.etp / r_.s.tp);
@@ -174,7 +174,7 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
   // the etp ranks of an expert gather what they received (Megatron-Core's
   // all-to-all dispatcher); the dense tp collectives around the experts go.
   const double padding = r_.s.capacity_factor > 0 ? r_.s.capacity_factor : 1.0;
-  const bool grid = r_.expert_grid, etp = grid && r_.s.etp > 1;
+  const bool grid = r_.expert_grid(), etp = grid && r_.s.etp > 1;
   const Bytes routed =
       tokens_bytes(hidden * (graph_.transformer ? static_cast<double>(graph_.transformer->top_k) : 0) * padding) /
       (grid ? r_.s.tp : 1);

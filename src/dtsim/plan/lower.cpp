@@ -21,9 +21,17 @@ class Lowering {
  public:
   Lowering(const model::Graph& graph, const ResolvedStrategy& r, const LowerOptions& options,
            core::Bytes runtime_allowance, int gpus_per_node)
-      : runtime_allowance_(runtime_allowance), full_(options.full), graph_(graph), r_(r), layout_(r), experts_(r), virtual_stages_(r.s.pp * r.s.vpp), chunks_(stage_layers(graph, r.s)),
+      : runtime_allowance_(runtime_allowance), full_(options.full), graph_(graph), r_(r), layout_(r), virtual_stages_(r.s.pp * r.s.vpp), chunks_(stage_layers(graph, r.s)),
         steps_(graph, r, tg_.kernels) {
     tg_.world = r.world;
+    if (r.expert_grid()) experts_.emplace(r);
+    // Per-layer sizes every micro-batch of every rank asks for, worked out once.
+    for (const model::Layer& l : graph.layers) {
+      saved_bytes_.push_back(saved_activation_bytes(l, r));
+      std::array<double, 2> params{};  // dense, experts
+      for (const model::Op& op : l.ops) params[op.expert ? 1 : 0] += params_on_rank(op, r.s);
+      grad_bytes_.push_back({Bytes(params[0] * bytes_per_param(r.s).reduce), Bytes(params[1] * bytes_per_param(r.s).reduce)});
+    }
     tg_.dtype = r.s.dtype;
     if (r.s.placement == "spread") {
       tg_.gpu_of_rank = topo::Placement::spread(r.world, gpus_per_node).gpu_of_rank;
@@ -58,7 +66,7 @@ class Lowering {
     if (!full_) {
       for (CommGroup& g : tg_.groups) {
         const std::optional<ExpertGrid::Span> span = expert_span(g.kind);
-        g.copies = span ? experts_.copies(g.ranks, *span) : copies_of(g.ranks);
+        g.copies = span ? experts_->copies(g.ranks, *span) : layout_.copies(g.ranks);
       }
     }
     return std::move(tg_);
@@ -95,41 +103,13 @@ class Lowering {
 
   // Groups the expert grid forms (when the experts have one), by what they span.
   std::optional<ExpertGrid::Span> expert_span(GroupKind kind) const {
-    if (!r_.expert_grid) return std::nullopt;
+    if (!experts_) return std::nullopt;
     switch (kind) {
       case GroupKind::kEp: return ExpertGrid::Span::kExpert;
       case GroupKind::kExpertTp: return ExpertGrid::Span::kExpertTp;
       case GroupKind::kExpertDp: return ExpertGrid::Span::kExpertDp;
       default: return std::nullopt;
     }
-  }
-
-  // The simulated ranks sit at t = c = e = d = 0; a group's copies shift
-  // every member along the dimensions the group does not span.
-  std::vector<std::vector<int>> copies_of(const std::vector<int>& ranks) const {
-    std::vector<Coord> members;
-    for (int r : ranks) members.push_back(layout_.coord(r));
-    int spanned = 0;
-    for (const Coord& m : members) {
-      spanned |= (m.t != members[0].t ? RankLayout::kT : 0) | (m.c != members[0].c ? RankLayout::kC : 0) |
-                 (m.e != members[0].e ? RankLayout::kE : 0) | (m.d != members[0].d ? RankLayout::kD : 0);
-    }
-    const int shifted = (RankLayout::kT | RankLayout::kC | RankLayout::kE | RankLayout::kD) & ~spanned;
-    std::vector<std::vector<int>> out;
-    for (int shift_rank : layout_.group(Coord{}, shifted)) {
-      const Coord shift = layout_.coord(shift_rank);
-      if (shift_rank == 0) continue;  // the group itself
-      std::vector<int> copy;
-      for (Coord m : members) {
-        if (shifted & RankLayout::kT) m.t = shift.t;
-        if (shifted & RankLayout::kC) m.c = shift.c;
-        if (shifted & RankLayout::kE) m.e = shift.e;
-        if (shifted & RankLayout::kD) m.d = shift.d;
-        copy.push_back(layout_.rank(m));
-      }
-      out.push_back(std::move(copy));
-    }
-    return out;
   }
 
   // Virtual stage of chunk c on stage p (Megatron: chunk c holds model chunk c*pp + p).
@@ -197,11 +177,7 @@ class Lowering {
   int replicas() const { return r_.dense_replicas(); }
   // Gradient bytes of a layer's dense weights, or of its experts.
   Bytes grad_bytes(int layer, bool experts = false) const {
-    double params = 0;
-    for (const model::Op& op : graph_.layers[static_cast<std::size_t>(layer)].ops) {
-      if (op.expert == experts) params += params_on_rank(op, r_.s);
-    }
-    return Bytes(params * bytes_per_param(r_.s).reduce);
+    return grad_bytes_[static_cast<std::size_t>(layer)][experts ? 1 : 0];
   }
   Bytes weight_bytes(int layer, bool experts = false) const {
     return grad_bytes(layer, experts) * (bytes_per_param(r_.s).gather / bytes_per_param(r_.s).reduce);
@@ -257,14 +233,6 @@ class Lowering {
     return s.layers_done[static_cast<std::size_t>(index)];
   }
 
-  // A layer's saved activations, worked out once: every micro-batch's pass
-  // of every simulated rank asks (2% of a strategy search).
-  Bytes saved_bytes(int layer) {
-    auto& cached = saved_bytes_[static_cast<std::size_t>(layer)];
-    if (!cached) cached = saved_activation_bytes(graph_.layers[static_cast<std::size_t>(layer)], r_);
-    return *cached;
-  }
-
   // Activations: without full recomputation a layer keeps its saved tensors
   // from forward to backward; with it, only its input, and the recomputed
   // forward holds the rest for the length of the layer's backward.
@@ -272,7 +240,7 @@ class Lowering {
     const std::vector<Step>& steps = backward ? steps_.backward(layer) : steps_.forward(layer);
     const bool full = r_.s.recompute == Recompute::kFull;
     const model::Layer& l = graph_.layers[static_cast<std::size_t>(layer)];
-    const Bytes saved = saved_bytes(layer);
+    const Bytes saved = saved_bytes_[static_cast<std::size_t>(layer)];
     const Bytes kept = full && graph_.transformer
                            ? layer_input_bytes(l.tokens > 0 ? l.tokens : graph_.seq_len, graph_.transformer->hidden, r_)
                            : saved;
@@ -496,14 +464,14 @@ class Lowering {
     using L = RankLayout;
     if (r_.s.tp > 1) s.tp_group = group(GroupKind::kTp, layout_.group(x, L::kT));
     if (r_.s.cp > 1) s.cp_group = group(GroupKind::kCp, layout_.group(x, L::kC));
-    if (r_.s.ep > 1 && !r_.expert_grid) s.ep_group = group(GroupKind::kEp, layout_.group(x, L::kE));
+    if (r_.s.ep > 1 && !experts_) s.ep_group = group(GroupKind::kEp, layout_.group(x, L::kE));
     if (replicas() > 1) s.dp_group = group(GroupKind::kDp, layout_.group(x, L::kC | L::kE | L::kD));
     const bool moe = graph_.transformer && graph_.transformer->experts > 0;
-    if (r_.expert_grid) {
+    if (experts_) {
       using S = ExpertGrid::Span;
-      if (r_.s.ep > 1) s.ep_group = group(GroupKind::kEp, experts_.group(s.rank, S::kExpert));
-      if (r_.s.etp > 1) s.expert_tp_group = group(GroupKind::kExpertTp, experts_.group(s.rank, S::kExpertTp));
-      if (r_.expert_replicas() > 1) s.expert_dp_group = group(GroupKind::kExpertDp, experts_.group(s.rank, S::kExpertDp));
+      if (r_.s.ep > 1) s.ep_group = group(GroupKind::kEp, experts_->group(s.rank, S::kExpert));
+      if (r_.s.etp > 1) s.expert_tp_group = group(GroupKind::kExpertTp, experts_->group(s.rank, S::kExpertTp));
+      if (r_.expert_replicas() > 1) s.expert_dp_group = group(GroupKind::kExpertDp, experts_->group(s.rank, S::kExpertDp));
     } else if (r_.expert_replicas() > 1 && moe) {
       s.expert_dp_group = group(GroupKind::kExpertDp, layout_.group(x, L::kC | L::kD));
     }
@@ -530,13 +498,14 @@ class Lowering {
   const model::Graph& graph_;
   const ResolvedStrategy& r_;
   RankLayout layout_;
-  ExpertGrid experts_;
+  std::optional<ExpertGrid> experts_;  ///< with an expert grid only
   int virtual_stages_;
   std::vector<std::vector<int>> chunks_;
   TaskGraph tg_;
   LayerSteps steps_;
   std::vector<Coord> ranks_;
-  std::vector<std::optional<Bytes>> saved_bytes_ = std::vector<std::optional<Bytes>>(graph_.layers.size());
+  std::vector<Bytes> saved_bytes_;                ///< per layer (a strategy search asked 2% of its time)
+  std::vector<std::array<Bytes, 2>> grad_bytes_;  ///< per layer: dense weights, experts
   std::map<std::pair<GroupKind, std::vector<int>>, int> group_ids_;
   struct CallKeyHash {
     std::size_t operator()(const std::tuple<CommOp, int, double>& k) const {
@@ -548,51 +517,6 @@ class Lowering {
 };
 
 }  // namespace
-
-std::vector<std::vector<int>> stage_layers(const model::Graph& graph, const Strategy& s) {
-  const int stages = s.pp * s.vpp;
-  std::vector<int> blocks, embedding, head;
-  for (std::size_t i = 0; i < graph.layers.size(); ++i) {
-    switch (graph.layers[i].role) {
-      case model::LayerRole::kEmbedding: embedding.push_back(static_cast<int>(i)); break;
-      case model::LayerRole::kHead: head.push_back(static_cast<int>(i)); break;
-      default: blocks.push_back(static_cast<int>(i)); break;
-    }
-  }
-  // Blocks per stage: the fixed ones first, then the rest spread evenly over
-  // the free stages (in units that count the embedding and the head as a
-  // block each under balanced_split).
-  std::vector<std::int64_t> count(static_cast<std::size_t>(stages), -1);
-  if (s.first_stage_layers >= 0 && stages > 1) count.front() = s.first_stage_layers;
-  if (s.last_stage_layers >= 0 && stages > 1) count.back() = s.last_stage_layers;
-  std::int64_t remaining = static_cast<std::int64_t>(blocks.size());
-  std::vector<std::size_t> free;
-  for (std::size_t v = 0; v < count.size(); ++v) {
-    if (count[v] >= 0) remaining -= count[v];
-    else free.push_back(v);
-  }
-  if (!free.empty()) {
-    const bool embedding_unit = s.balanced_split && free.front() == 0 && stages > 1;
-    const bool head_unit = s.balanced_split && free.back() == count.size() - 1 && stages > 1;
-    const std::int64_t units = remaining + (embedding_unit ? 1 : 0) + (head_unit ? 1 : 0);
-    const auto f = static_cast<std::int64_t>(free.size());
-    for (std::int64_t j = 0; j < f; ++j) count[free[static_cast<std::size_t>(j)]] = (j + 1) * units / f - j * units / f;
-    if (embedding_unit) count.front() = std::max<std::int64_t>(0, count.front() - 1);
-    if (head_unit) count.back() = std::max<std::int64_t>(0, count.back() - 1);
-    // Rounding the units away can leave a block over or short: the last free stage settles it.
-    std::int64_t placed = 0;
-    for (std::int64_t c : count) placed += c;
-    count[free.back()] += static_cast<std::int64_t>(blocks.size()) - placed;
-  }
-  std::vector<std::vector<int>> out(static_cast<std::size_t>(stages));
-  out.front() = embedding;
-  std::size_t next = 0;
-  for (std::size_t v = 0; v < out.size(); ++v) {
-    for (std::int64_t k = 0; k < count[v] && next < blocks.size(); ++k) out[v].push_back(blocks[next++]);
-  }
-  out.back().insert(out.back().end(), head.begin(), head.end());
-  return out;
-}
 
 TaskGraph lower(const model::Graph& graph, const ResolvedStrategy& strategy, const topo::Cluster& cluster,
                 const LowerOptions& options) {

@@ -49,7 +49,7 @@ core::Bytes saved_activation_bytes(const model::Layer& layer, const ResolvedStra
     const model::SavedActivations& s = op.saved;
     // On an expert grid an expert's input is the tokens its etp ranks
     // gathered: etp times this rank's share.
-    const double input_split = op.expert && r.expert_grid ? replicated_split / r.s.etp : replicated_split;
+    const double input_split = op.expert && r.expert_grid() ? replicated_split / r.s.etp : replicated_split;
     elements += s.sharded_elements / tp + s.replicated_elements / input_split;
     masks += s.sharded_mask / tp + s.replicated_mask / input_split;
     if (!r.s.flash_attention && r.s.recompute == Recompute::kNone) {  // fused attention keeps only a row statistic of the scores

@@ -5,6 +5,7 @@
 /// tp) the dense layout has no ep dimension, and ExpertGrid regroups each
 /// stage's ranks for the expert layers as Megatron-Core's expert grid does:
 ///   rank = et + etp·(e + ep·(ed + edp·p)).
+#include <array>
 #include <vector>
 
 #include "dtsim/plan/strategy.hpp"
@@ -46,69 +47,81 @@ class RankLayout {
     return out;
   }
 
- private:
-  int tp_, cp_, ep_, dp_, pp_;
-};
-
-/// The expert layers' grid over the tp·cp·dp ranks of each pipeline stage:
-/// etp innermost, then ep, then expert data parallelism (Megatron-Core's
-/// default order for experts, cp folded into expert-dp).
-class ExpertGrid {
- public:
-  enum class Span { kExpertTp, kExpert, kExpertDp };
-
-  explicit ExpertGrid(const ResolvedStrategy& r)
-      : etp_(r.s.expert_tp()), ep_(r.s.ep), stage_(r.s.tp * r.s.cp * r.s.dp), edp_(stage_ / (etp_ * r.s.ep)) {}
-
-  /// The ranks of `rank`'s stage that differ from it only along `span`, in rank order.
-  [[nodiscard]] std::vector<int> group(int rank, Span span) const {
-    const int base = rank - rank % stage_;
-    int local = rank % stage_;
-    const int et = local % etp_, e = local / etp_ % ep_, ed = local / (etp_ * ep_);
-    std::vector<int> out;
-    const int n = span == Span::kExpertTp ? etp_ : span == Span::kExpert ? ep_ : edp_;
-    for (int i = 0; i < n; ++i) {
-      local = span == Span::kExpertTp ? i + etp_ * (e + ep_ * ed)
-              : span == Span::kExpert ? et + etp_ * (i + ep_ * ed)
-                                      : et + etp_ * (e + ep_ * i);
-      out.push_back(base + local);
+  /// The other groups that differ from `ranks` (a group) only in where they
+  /// sit along the dimensions it does not span, pipeline stage aside: what
+  /// the one simulated rank per stage stands for. Members keep their order.
+  [[nodiscard]] std::vector<std::vector<int>> copies(const std::vector<int>& ranks) const {
+    std::vector<Coord> members;
+    for (int r : ranks) members.push_back(coord(r));
+    int spanned = 0;
+    for (const Coord& m : members) {
+      spanned |= (m.t != members[0].t ? kT : 0) | (m.c != members[0].c ? kC : 0) | (m.e != members[0].e ? kE : 0) |
+                 (m.d != members[0].d ? kD : 0);
     }
-    return out;
-  }
-
-  /// The other groups of `span` in the stage of `ranks` (a group of that
-  /// span): each member shifted along the two dimensions the group does not span.
-  [[nodiscard]] std::vector<std::vector<int>> copies(const std::vector<int>& ranks, Span span) const {
+    const int shifted = (kT | kC | kE | kD) & ~spanned;
     std::vector<std::vector<int>> out;
-    for (int shift = 1; shift < stage_ / size(span); ++shift) {
+    for (int shift_rank : group(Coord{}, shifted)) {
+      if (shift_rank == 0) continue;  // the group itself
+      const Coord shift = coord(shift_rank);
       std::vector<int> copy;
-      for (int r : ranks) {
-        // Every other group of the stage is this one moved by whole steps
-        // along the unspanned dimensions; enumerate them by the index of the
-        // unspanned coordinates, added modulo each dimension.
-        const int base = r - r % stage_, local = r % stage_;
-        int et = local % etp_, e = local / etp_ % ep_, ed = local / (etp_ * ep_);
-        if (span == Span::kExpertTp) {
-          e = (e + shift % ep_) % ep_;
-          ed = (ed + shift / ep_) % edp_;
-        } else if (span == Span::kExpert) {
-          et = (et + shift % etp_) % etp_;
-          ed = (ed + shift / etp_) % edp_;
-        } else {
-          et = (et + shift % etp_) % etp_;
-          e = (e + shift / etp_) % ep_;
-        }
-        copy.push_back(base + et + etp_ * (e + ep_ * ed));
+      for (Coord m : members) {
+        if (shifted & kT) m.t = shift.t;
+        if (shifted & kC) m.c = shift.c;
+        if (shifted & kE) m.e = shift.e;
+        if (shifted & kD) m.d = shift.d;
+        copy.push_back(rank(m));
       }
       out.push_back(std::move(copy));
     }
     return out;
   }
 
-  [[nodiscard]] int size(Span span) const { return span == Span::kExpertTp ? etp_ : span == Span::kExpert ? ep_ : edp_; }
+ private:
+  int tp_, cp_, ep_, dp_, pp_;
+};
+
+/// The expert layers' grid over the tp·cp·dp ranks of each pipeline stage:
+/// etp innermost, then ep, then expert data parallelism (Megatron-Core's
+/// default order for experts, cp folded into expert-dp). Only for a
+/// strategy whose expert_grid() holds.
+class ExpertGrid {
+ public:
+  enum class Span { kExpertTp, kExpert, kExpertDp };
+
+  explicit ExpertGrid(const ResolvedStrategy& r)
+      : sizes_{r.s.expert_tp(), r.s.ep, r.s.tp * r.s.cp * r.s.dp / (r.s.expert_tp() * r.s.ep)},
+        stage_(r.s.tp * r.s.cp * r.s.dp) {}
+
+  /// The ranks of `rank`'s stage that differ from it only along `span`, in rank order.
+  [[nodiscard]] std::vector<int> group(int rank, Span span) const {
+    std::array<int, 3> x = coord(rank % stage_);
+    std::vector<int> out;
+    const auto d = static_cast<std::size_t>(span);
+    for (x[d] = 0; x[d] < sizes_[d]; ++x[d]) out.push_back(rank - rank % stage_ + local(x));
+    return out;
+  }
+
+  /// The stage's other groups along `span`, members in the order of
+  /// `ranks` (a group that group() returned).
+  [[nodiscard]] std::vector<std::vector<int>> copies(const std::vector<int>& ranks, Span span) const {
+    const int base = ranks.front() - ranks.front() % stage_;
+    const auto d = static_cast<std::size_t>(span);
+    std::vector<std::vector<int>> out;
+    for (int l = 0; l < stage_; ++l) {
+      // Each group once, from its member at 0 along the span.
+      if (coord(l)[d] == 0 && base + l != ranks.front()) out.push_back(group(base + l, span));
+    }
+    return out;
+  }
 
  private:
-  int etp_, ep_, stage_, edp_;
+  [[nodiscard]] std::array<int, 3> coord(int local) const {
+    return {local % sizes_[0], local / sizes_[0] % sizes_[1], local / (sizes_[0] * sizes_[1])};
+  }
+  [[nodiscard]] int local(const std::array<int, 3>& x) const { return x[0] + sizes_[0] * (x[1] + sizes_[1] * x[2]); }
+
+  std::array<int, 3> sizes_;  ///< etp, ep, expert-dp (in Span's order)
+  int stage_;
 };
 
 }  // namespace dtsim::plan

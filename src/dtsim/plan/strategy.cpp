@@ -348,8 +348,7 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
     fail("dp", fmt::format("expected a divisor of the {} GPUs that leaves tp*cp*pp = {}, got {}", gpus, model_parallel, s.dp));
   }
   if (s.etp == 0) s.etp = s.tp;
-  r.expert_grid = s.etp != s.tp;
-  if (r.expert_grid) {
+  if (r.expert_grid()) {
     // Megatron-Core's expert grid regroups a stage's ranks as etp x ep x
     // expert-dp: etp*ep must divide them, whatever tp and dp are.
     const std::int64_t stage = std::int64_t{s.tp} * s.cp * s.dp;
@@ -387,7 +386,7 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
   if (s.gbs % per_step != 0) fail("gbs", fmt::format("expected a multiple of dp*mbs = {}, got {}", per_step, s.gbs));
   // From here on, without an expert grid, s.dp counts the replicas of the
   // expert layers: the planner's rank layout is tp x cp x ep x dp x pp.
-  if (!r.expert_grid) s.dp /= s.ep;
+  if (!r.expert_grid()) s.dp /= s.ep;
   r.micro_batches = static_cast<int>(s.gbs / per_step);
   if (s.sp && s.tp == 1) fail("sp", "sequence parallelism splits along tensor-parallel ranks; it needs tp > 1");
   if (s.schedule == Schedule::kInterleaved) {

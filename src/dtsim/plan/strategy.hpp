@@ -138,20 +138,20 @@ struct ResolvedStrategy {
   Strategy s;
   int world = 1;          ///< ranks = tp * cp * ep * dp * pp
   int micro_batches = 1;  ///< per data-parallel rank and step
-  /// The expert layers have their own grid (s.etp differs from s.tp): the
+  /// The expert layers have their own grid (etp differs from tp): the
   /// dense layout is tp x cp x dp x pp (s.dp all data-parallel ranks) and
   /// experts group each stage's ranks as etp x ep x expert-dp. Otherwise the
   /// one layout tp x cp x ep x dp x pp serves both (s.dp = data-parallel / ep).
-  bool expert_grid = false;
+  [[nodiscard]] bool expert_grid() const { return s.expert_tp() != s.tp; }
 
   /// The ep dimension of the dense rank layout.
-  [[nodiscard]] int layout_ep() const { return expert_grid ? 1 : s.ep; }
+  [[nodiscard]] int layout_ep() const { return expert_grid() ? 1 : s.ep; }
   /// Ranks holding the same shard of a dense weight: its gradient reduces,
   /// and ZeRO shards it, over them (cp included, as Megatron-Core does).
   [[nodiscard]] int dense_replicas() const { return s.dp * s.cp * layout_ep(); }
   /// Ranks holding the same shard of an expert.
   [[nodiscard]] int expert_replicas() const {
-    return expert_grid ? s.tp * s.cp * s.dp / (s.etp * s.ep) : s.dp * s.cp;
+    return expert_grid() ? s.tp * s.cp * s.dp / (s.etp * s.ep) : s.dp * s.cp;
   }
 };
 

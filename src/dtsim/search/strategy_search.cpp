@@ -60,6 +60,23 @@ bool static_memory_fits(const model::Graph& g, const topo::Cluster& c, const pla
 
 }  // namespace
 
+// The (ep, etp) pairs a stage of tp*cp*dp ranks admits. Experts split over
+// the tp ranks as the attention is (etp = tp; ep carved out of dp, as
+// Megatron-Core does), or for MoE with tp > 1 whole (Megatron-Core
+// --expert-tensor-parallel-size 1) on an ep group spanning the tp ranks.
+std::vector<std::pair<int, int>> expert_layouts(const SearchOptions& o, const model::TransformerShape& t, int tp,
+                                                int cp, int dp) {
+  std::vector<std::pair<int, int>> out;
+  const bool moe = t.experts > 0;
+  for (int ep : values(o, "ep", moe ? powers_of_two_up_to(static_cast<int>(t.experts)) : std::vector<int>{1})) {
+    for (int etp : values(o, "etp", moe && tp > 1 ? std::vector<int>{tp, 1} : std::vector<int>{tp})) {
+      const bool fits = etp == tp ? dp % ep == 0 : (tp * cp * dp) % (etp * ep) == 0 && t.ffn_hidden % etp == 0;
+      if (fits) out.emplace_back(ep, etp);
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> enumerate(const model::Graph& graph, const topo::Cluster& cluster, const SearchOptions& o) {
   if (!graph.transformer) throw core::InputError("--model", "", "strategy search needs a transformer model");
   const auto& t = *graph.transformer;
@@ -71,39 +88,29 @@ std::vector<std::string> enumerate(const model::Graph& graph, const topo::Cluste
   for (int tp : values(o, "tp", powers_of_two_up_to(std::min(cluster.gpus_per_node(), static_cast<int>(t.heads))))) {
     for (int pp : values(o, "pp", divisors_up_to(t.layers, gpus / tp))) {
       for (int cp : values(o, "cp", graph.seq_len >= 8192 ? std::vector<int>{1, 2, 4} : std::vector<int>{1})) {
-        for (int ep :
-             values(o, "ep", t.experts > 0 ? powers_of_two_up_to(static_cast<int>(t.experts)) : std::vector<int>{1})) {
-          // Experts split over the tp ranks as the attention is, or (Megatron-Core
-          // --expert-tensor-parallel-size 1) whole, on an ep group that spans the tp ranks.
-          for (int etp : values(o, "etp", t.experts > 0 && tp > 1 ? std::vector<int>{tp, 1} : std::vector<int>{tp})) {
-            // ep is carved out of the data-parallel ranks (Megatron-Core), or
-            // with an expert grid, out of each stage's tp*cp*dp ranks.
-            const int model_parallel = tp * pp * cp;
-            if (gpus % model_parallel != 0) continue;
-            const int dp = gpus / model_parallel;
-            const bool grid = etp != tp;
-            if (grid ? (tp * cp * dp) % (etp * ep) != 0 || t.ffn_hidden % etp != 0 : dp % ep != 0) continue;
-            if (o.fixed.count("dp") && o.fixed.at("dp") != dp) continue;
-            for (int mbs : values(o, "mbs", {1, 2, 4, 8})) {
-              if (o.global_batch % (dp * mbs) != 0) continue;
-              const int m = o.global_batch / (dp * mbs);
-              for (int vpp : values(o, "vpp", pp > 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1})) {
-                if (t.layers % (pp * vpp) != 0 || (vpp > 1 && m % pp != 0)) continue;
-                // GPipe only differs from 1F1B without interleaving (it holds every micro-batch).
-                std::vector<std::string> schedules{vpp > 1 ? "interleaved" : "1f1b"};
-                if (pp > 1 && vpp == 1) schedules.push_back("gpipe");
-                for (const std::string& schedule : schedules) {
-                  for (int zero :
-                       values(o, "zero",
-                              (grid ? dp : dp / ep) * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
-                    if (zero > 0 && dp * cp == 1) continue;  // nothing to shard over, even when zero is fixed
-                    for (const std::string& recompute : recomputes) {
-                      out.push_back(
-                          fmt::format("dp={},tp={},pp={},cp={},ep={},mbs={},gbs={},schedule={},vpp={},zero={},"
-                                      "recompute={}{}{}",
-                                      dp, tp, pp, cp, ep, mbs, o.global_batch, schedule, vpp, zero, recompute,
-                                      tp > 1 ? ",sp=on" : "", grid ? fmt::format(",etp={}", etp) : ""));
-                    }
+        const int model_parallel = tp * pp * cp;
+        if (gpus % model_parallel != 0) continue;
+        const int dp = gpus / model_parallel;
+        if (o.fixed.count("dp") && o.fixed.at("dp") != dp) continue;
+        for (const auto& [ep, etp] : expert_layouts(o, t, tp, cp, dp)) {
+          const bool grid = etp != tp;
+          for (int mbs : values(o, "mbs", {1, 2, 4, 8})) {
+            if (o.global_batch % (dp * mbs) != 0) continue;
+            const int m = o.global_batch / (dp * mbs);
+            for (int vpp : values(o, "vpp", pp > 1 ? std::vector<int>{1, 2, 4} : std::vector<int>{1})) {
+              if (t.layers % (pp * vpp) != 0 || (vpp > 1 && m % pp != 0)) continue;
+              // GPipe only differs from 1F1B without interleaving (it holds every micro-batch).
+              std::vector<std::string> schedules{vpp > 1 ? "interleaved" : "1f1b"};
+              if (pp > 1 && vpp == 1) schedules.push_back("gpipe");
+              for (const std::string& schedule : schedules) {
+                const int sharded_over = (grid ? dp : dp / ep) * cp;
+                for (int zero : values(o, "zero", sharded_over > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0})) {
+                  if (zero > 0 && dp * cp == 1) continue;  // nothing to shard over, even when zero is fixed
+                  for (const std::string& recompute : recomputes) {
+                    out.push_back(fmt::format("dp={},tp={},pp={},cp={},ep={},mbs={},gbs={},schedule={},vpp={},zero={},"
+                                              "recompute={}{}{}",
+                                              dp, tp, pp, cp, ep, mbs, o.global_batch, schedule, vpp, zero, recompute,
+                                              tp > 1 ? ",sp=on" : "", grid ? fmt::format(",etp={}", etp) : ""));
                   }
                 }
               }
