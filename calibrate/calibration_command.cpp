@@ -8,6 +8,7 @@
 
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/quantity_parse.hpp"
+#include "dtsim/exec/gpu_backend.hpp"
 
 namespace dtsim::calibrate {
 namespace {
@@ -32,6 +33,12 @@ void add_options(CLI::App& app, CommandOptions& o) {
   app.add_option("--stream-sizes", o.stream_sizes, "streaming-kernel sizes, x4 steps")->capture_default_str();
   app.add_option("--message-sizes", o.message_sizes, "collective sizes, x4 steps")->capture_default_str();
   app.add_flag("--quick", o.quick, "fewer iterations per point (tests; noisier)");
+  app.add_option("--backend", o.backend, "cpu: BLAS and MPI on this machine's cores; cuda: cuBLASLt, the streaming "
+                                          "kernels and NCCL on its GPUs")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--dtypes", o.dtypes, "cuda: the dtypes of the GEMM grids (the first is the main table)")
+      ->capture_default_str();
 }
 
 CalibrationOptions to_calibration(const CommandOptions& o) {
@@ -85,6 +92,38 @@ int run_calibration(const CommandOptions& o, const std::string& arguments, MPI_C
   if (!file) throw core::InputError("--out", "", fmt::format("could not write \"{}\"", o.out));
   print_summary(profile, out);
   fmt::print(out, "profile written to {}\n", o.out);
+  return 0;
+}
+
+int run_gpu_calibration(const CommandOptions& o, const std::string& arguments, std::ostream& out) {
+  exec::GpuCalibrationOptions c;
+  if (o.gemm_sizes_given) c.gemm_sizes = to_calibration(o).gemm_sizes;
+  c.dtypes.clear();
+  std::stringstream list(o.dtypes);
+  for (std::string item; std::getline(list, item, ',');) {
+    const std::optional<hw::Dtype> dtype = hw::parse_dtype(item);
+    if (!dtype || *dtype == hw::Dtype::kFp4) {
+      throw core::InputError("--dtypes", "", fmt::format("expected dtypes from fp32, tf32, fp16, bf16, fp8, got \"{}\"", item));
+    }
+    c.dtypes.push_back(*dtype);
+  }
+  if (c.dtypes.empty()) throw core::InputError("--dtypes", "", "expected at least one dtype");
+  const CalibrationOptions sizes = to_calibration(o);
+  if (o.stream_sizes != CommandOptions{}.stream_sizes) std::tie(c.min_stream, c.max_stream) = std::pair(sizes.min_stream, sizes.max_stream);
+  if (o.message_sizes != CommandOptions{}.message_sizes) std::tie(c.min_message, c.max_message) = std::pair(sizes.min_message, sizes.max_message);
+  if (o.quick) c.repeats = 3;
+  c.arguments = arguments;
+  std::unique_ptr<exec::GpuBackend> backend;
+  try {
+    backend = exec::load_cuda_backend();
+  } catch (const exec::GpuUnavailable& e) {
+    throw core::InputError("--backend", "", fmt::format("cuda: {}", e.what()));
+  }
+  const nlohmann::json profile = backend->calibrate(c);
+  std::ofstream file(o.out);
+  file << profile.dump(1) << "\n";
+  if (!file) throw core::InputError("--out", "", fmt::format("could not write \"{}\"", o.out));
+  fmt::print(out, "profile of {} written to {}\n", profile.at("device").get<std::string>(), o.out);
   return 0;
 }
 

@@ -19,6 +19,9 @@ struct CommandOptions {
   std::string stream_sizes = "4KiB:64MiB";
   std::string message_sizes = "1KiB:16MiB";
   bool quick = false;
+  std::string backend = "cpu";  ///< cpu (BLAS and MPI on this machine's cores) or cuda (its GPUs)
+  std::string dtypes = "bf16,fp16,tf32,fp8";  ///< cuda: the GEMM grids' dtypes
+  bool gemm_sizes_given = false;  ///< cuda: otherwise the GPU's grid, not the CPU's
 };
 
 void add_options(CLI::App& app, CommandOptions& options);
@@ -31,6 +34,10 @@ nlohmann::json calibrate_profile(const CalibrationOptions& options, const std::s
 
 /// Calibrates, writes the profile and prints a summary on rank 0.
 int run_calibration(const CommandOptions& options, const std::string& arguments, MPI_Comm world, std::ostream& out);
+
+/// dtsim-calibrate --backend cuda: the GPU's profile, without MPI (the
+/// machine's GPUs are driven from this one process).
+int run_gpu_calibration(const CommandOptions& options, const std::string& arguments, std::ostream& out);
 
 /// One line per measured family: best GEMM rate, streaming bandwidth, collective fits.
 void print_summary(const nlohmann::json& profile, std::ostream& out);

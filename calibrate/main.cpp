@@ -32,6 +32,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<std::string> args(argv, argv + argc);
+  if (options.backend == "cuda") {
+    options.gemm_sizes_given = app.count("--gemm-sizes") > 0;
+    std::string joined;
+    for (std::size_t i = 1; i < args.size(); ++i) joined += (i > 1 ? " " : "") + args[i];
+    try {
+      return dtsim::calibrate::run_gpu_calibration(options, joined, std::cout);
+    } catch (const dtsim::core::InputError& e) {
+      std::fprintf(stderr, "dtsim-calibrate: %s\n", e.what());
+      return 2;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dtsim-calibrate: %s\n", e.what());
+      return 3;
+    }
+  }
   if (options.ranks > 1 && !dtsim::exec::launched_by_mpi()) {
     try {
       dtsim::exec::relaunch_with_mpirun(options.ranks, args);

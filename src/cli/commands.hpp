@@ -110,6 +110,7 @@ struct RunOptions {
   int steps = 3;
   int warmup = 1;
   bool json = false;
+  std::string backend = "cpu";  ///< cpu (MPI ranks) or cuda (this machine's GPU)
 };
 
 void add_run(CLI::App& app, RunOptions& options);
@@ -124,6 +125,9 @@ struct ValidateOptions {
 };
 
 void add_validate(CLI::App& app, ValidateOptions& options);
+/// `dtsim run --backend cuda` and `dtsim validate --backend cuda` (gpu_run_command.cpp).
+int run_run_on_gpu(const RunOptions& options, std::ostream& out);
+int run_validate_on_gpu(const ValidateOptions& options, std::ostream& out);
 int run_validate(const ValidateOptions& options, const std::vector<std::string>& args, std::ostream& out);
 
 struct SweepOptions {

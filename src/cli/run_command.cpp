@@ -37,6 +37,9 @@ void add_common(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("--warmup", o.warmup, "untimed steps first")->capture_default_str();
   cmd->add_option("--trace", o.trace, "write the measured timeline as a Chrome trace");
   cmd->add_flag("--json", o.json, "print JSON");
+  cmd->add_option("--backend", o.backend, "cpu: MPI ranks on this machine's cores; cuda: this machine's GPU (a plan of gpus=1)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
 }
 
 // What every rank needs: the plan with all ranks lowered, and its prediction.
@@ -198,6 +201,7 @@ void add_validate(CLI::App& app, ValidateOptions& o) {
 
 int run_run(const RunOptions& o, const std::vector<std::string>& args, std::ostream& out) {
   check_options(o);
+  if (o.backend == "cuda") return run_run_on_gpu(o, out);
   launch_if_needed(o, o.profile, args);
   MPI_Init(nullptr, nullptr);
   int rank = 0;
@@ -248,6 +252,7 @@ class CalibratedProfile {
 
 int run_validate(const ValidateOptions& o, const std::vector<std::string>& args, std::ostream& out) {
   check_options(o.run);
+  if (o.run.backend == "cuda") return run_validate_on_gpu(o, out);
   const double limit = o.max_error ? parse_max_error(*o.max_error) : 0.0;  // 0: no limit
   // The profile validate calibrates for itself lives in the temporary
   // directory. Started from a shell, this process names it for the ranks and

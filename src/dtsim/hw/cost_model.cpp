@@ -36,7 +36,7 @@ core::Seconds CostModel::time(const OpWork& work, Dtype dtype) const {
   if (work.flops.value() <= 0 && work.bytes_moved.value() <= 0) return Seconds(0);
   if (measured_) {
     Seconds total(0);
-    for (const KernelCall& call : kernel_calls(work)) total += measured_->time(call);
+    for (const KernelCall& call : kernel_calls(work)) total += measured_->time(call, gemm_dtype(work, dtype));
     return total;
   }
   if (kernels_) return modelled(work, dtype);

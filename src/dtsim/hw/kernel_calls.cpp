@@ -64,4 +64,8 @@ std::vector<KernelCall> kernel_calls(const OpWork& work) {
   return calls;
 }
 
+Dtype gemm_dtype(const OpWork& work, Dtype plan) {
+  return work.kind == model::OpKind::kAttention && (plan == Dtype::kFp8 || plan == Dtype::kFp4) ? Dtype::kBf16 : plan;
+}
+
 }  // namespace dtsim::hw

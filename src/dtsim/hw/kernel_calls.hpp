@@ -33,4 +33,8 @@ struct KernelCall {
 /// streaming kernel over their bytes.
 std::vector<KernelCall> kernel_calls(const OpWork& work);
 
+/// The dtype an op's GEMMs run in under a plan's dtype: attention stays in
+/// bf16 under FP8, as Transformer Engine runs it.
+Dtype gemm_dtype(const OpWork& work, Dtype plan);
+
 }  // namespace dtsim::hw

@@ -120,8 +120,17 @@ const SizeTable& MeasuredKernels::table(KernelFamily family) const {
   }
 }
 
-core::Seconds MeasuredKernels::time(const KernelCall& call) const {
-  if (call.family == KernelFamily::kGemm) return gemm.time(call.gemm) * static_cast<double>(call.count);
+const GemmTable& MeasuredKernels::gemm_table(Dtype dtype) const {
+  const auto found = gemm_by_dtype.find(dtype);
+  return found == gemm_by_dtype.end() ? gemm : found->second;
+}
+
+core::Seconds MeasuredKernels::time(const KernelCall& call, Dtype dtype) const {
+  if (call.family == KernelFamily::kGemm) {
+    const auto whole = gemm_calls.find({call.gemm.m, call.gemm.n, call.gemm.k, call.count, dtype});
+    if (whole != gemm_calls.end()) return whole->second;
+    return gemm_table(dtype).time(call.gemm) * static_cast<double>(call.count);
+  }
   return table(call.family).time(call.bytes) * static_cast<double>(call.count);
 }
 

@@ -4,10 +4,13 @@
 /// was seen to take for that shape or size.
 #include <array>
 #include <cstdint>
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include "dtsim/core/linear_fit.hpp"
 #include "dtsim/core/units.hpp"
+#include "dtsim/hw/device.hpp"
 #include "dtsim/hw/kernel_calls.hpp"
 
 namespace dtsim::hw {
@@ -55,12 +58,30 @@ class SizeTable {
   std::vector<core::SizeSample> samples_;
 };
 
+/// One GEMM call as a GPU runs it: `count` GEMMs of m x n x k in one
+/// strided-batched launch, in a dtype. A batched launch is not `count`
+/// single ones (it fills the SMs the single ones leave idle), so calls that
+/// were measured whole are looked up whole.
+struct GemmCallKey {
+  std::int64_t m = 0, n = 0, k = 0, count = 1;
+  Dtype dtype = Dtype::kFp32;
+  friend bool operator<(const GemmCallKey& a, const GemmCallKey& b) {
+    return std::tie(a.m, a.n, a.k, a.count, a.dtype) < std::tie(b.m, b.n, b.k, b.count, b.dtype);
+  }
+};
+
 struct MeasuredKernels {
-  GemmTable gemm;
+  GemmTable gemm;               ///< the grid in gemm_dtype
+  Dtype gemm_dtype = Dtype::kFp32;
+  std::map<Dtype, GemmTable> gemm_by_dtype;       ///< grids in other dtypes (a GPU calibration)
+  std::map<GemmCallKey, core::Seconds> gemm_calls;  ///< whole calls measured as a plan runs them
   std::array<SizeTable, 3> memory;  ///< by kMemoryFamilies order: copy, elementwise, reduction
 
   [[nodiscard]] const SizeTable& table(KernelFamily family) const;
-  [[nodiscard]] core::Seconds time(const KernelCall& call) const;
+  /// The grid measured in `dtype`, or gemm when there is none.
+  [[nodiscard]] const GemmTable& gemm_table(Dtype dtype) const;
+  /// A GEMM call measured whole, else the grid's time of one GEMM times count.
+  [[nodiscard]] core::Seconds time(const KernelCall& call, Dtype dtype = Dtype::kFp32) const;
 };
 
 }  // namespace dtsim::hw

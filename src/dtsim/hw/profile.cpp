@@ -50,18 +50,47 @@ core::SizeSample read_size_sample(core::JsonReader s) {
   return out;
 }
 
-MeasuredKernels read_kernels(core::JsonReader k) {
-  MeasuredKernels out;
+Dtype read_dtype(core::JsonReader& r, const std::string& key) {
+  const std::string text = r.choice(key, {"fp32", "tf32", "fp16", "bf16", "fp8", "fp4"});
+  return *parse_dtype(text);
+}
+
+GemmTable read_gemm_grid(core::JsonReader& parent, const std::string& key) {
   std::vector<GemmSample> gemm;
-  for (core::JsonReader& s : k.objects("gemm")) {
+  for (core::JsonReader& s : parent.objects(key)) {
     gemm.push_back({s.count("m"), s.count("n"), s.count("k"), core::Seconds(s.number("median_us") * 1e-6)});
+    if (!(gemm.back().time.value() > 0)) s.fail("median_us", "expected a positive time");
     s.ignore("times_us");
     s.finish();
   }
   try {
-    out.gemm = GemmTable(gemm);
+    return GemmTable(gemm);
   } catch (const std::invalid_argument& e) {
-    k.fail("gemm", e.what());
+    parent.fail(key, e.what());
+  }
+}
+
+MeasuredKernels read_kernels(core::JsonReader k) {
+  MeasuredKernels out;
+  out.gemm = read_gemm_grid(k, "gemm");
+  if (k.has("gemm_dtype")) out.gemm_dtype = read_dtype(k, "gemm_dtype");
+  if (auto grids = k.optional_object("gemm_by_dtype")) {
+    for (const auto& [name, ignored] : grids->raw().items()) {
+      const std::optional<Dtype> dtype = parse_dtype(name);
+      if (!dtype) grids->fail(name, "expected a dtype (fp32, tf32, fp16, bf16, fp8, fp4) as the key");
+      out.gemm_by_dtype[*dtype] = read_gemm_grid(*grids, name);
+    }
+    grids->finish();
+  }
+  if (k.has("gemm_calls")) {
+    for (core::JsonReader& s : k.objects("gemm_calls")) {
+      const GemmCallKey key{s.count("m"), s.count("n"), s.count("k"), s.count("count"), read_dtype(s, "dtype")};
+      const core::Seconds time(s.number("median_us") * 1e-6);
+      if (!(time.value() > 0)) s.fail("median_us", "expected a positive time");
+      s.ignore("times_us");
+      s.finish();
+      out.gemm_calls[key] = time;
+    }
   }
   for (std::size_t i = 0; i < 3; ++i) {
     const std::string name(to_string(kMemoryFamilies[i]));

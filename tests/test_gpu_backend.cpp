@@ -1,0 +1,147 @@
+// The CUDA backend. The first tests need no GPU (a plan's GEMM calls, the
+// profile's GPU sections); the others load libdtsim_cuda.so and skip, with
+// the reason, where it is not built or there is no GPU. On a GPU machine:
+//   meson test -C build gpu_backend --print-errorlogs
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "dtsim/driver/simulation.hpp"
+#include "dtsim/exec/gpu_backend.hpp"
+#include "dtsim/hw/profile.hpp"
+#include "scratch_dir.hpp"
+
+namespace dtsim {
+namespace {
+
+driver::SimulationRequest one_gpu(const std::string& model, const std::string& strategy,
+                                  std::optional<std::string> profile = std::nullopt) {
+  return {model, "dgx-h100", strategy, std::nullopt, std::nullopt, std::move(profile), true, {}, {}};
+}
+
+TEST(GpuBackend, APlansGemmCallsAreDistinctAndRunInTheirDtype) {
+  const driver::Simulation sim = driver::simulate(one_gpu("gpt3-1.3b", "gpus=1,mbs=1,gbs=2,dtype=fp8"));
+  const auto calls = exec::gemm_calls_of(sim.tasks, hw::Dtype::kFp8);
+  ASSERT_FALSE(calls.empty());
+  std::set<hw::GemmCallKey> keys;
+  bool batched_bf16 = false, fp8 = false;
+  for (const auto& c : calls) {
+    EXPECT_TRUE(keys.insert({c.call.gemm.m, c.call.gemm.n, c.call.gemm.k, c.call.count, c.dtype}).second);
+    // Attention's batched GEMMs (a count per head) stay in bf16 under FP8; the linear layers run FP8.
+    if (c.call.count > 1) {
+      batched_bf16 = batched_bf16 || c.dtype == hw::Dtype::kBf16;
+      EXPECT_EQ(c.dtype, hw::Dtype::kBf16);
+    }
+    fp8 = fp8 || c.dtype == hw::Dtype::kFp8;
+  }
+  EXPECT_TRUE(batched_bf16);
+  EXPECT_TRUE(fp8);
+}
+
+TEST(GpuBackend, AProfileCostsWholeCallsAsMeasuredAndGridsPerDtype) {
+  nlohmann::json grid = nlohmann::json::array(), fp8 = nlohmann::json::array();
+  for (int m : {256, 1024}) {
+    for (int n : {256, 1024}) {
+      for (int k : {256, 1024}) {
+        const double bf16_us = 2.0 * m * n * k / 500e12 * 1e6;  // 500 TFLOP/s, and FP8 twice that
+        grid.push_back({{"m", m}, {"n", n}, {"k", k}, {"median_us", bf16_us}});
+        fp8.push_back({{"m", m}, {"n", n}, {"k", k}, {"median_us", bf16_us / 2}});
+      }
+    }
+  }
+  nlohmann::json rows = nlohmann::json::array({{{"bytes", 4096}, {"median_us", 2}}, {{"bytes", 1 << 20}, {"median_us", 3}}});
+  const nlohmann::json doc{{"schema", "dtsim.profile/1"},
+                           {"device", "H100-SXM"},
+                           {"kernels",
+                            {{"gemm", grid},
+                             {"gemm_dtype", "bf16"},
+                             {"gemm_by_dtype", {{"fp8", fp8}}},
+                             {"gemm_calls", {{{"m", 1024}, {"n", 1024}, {"k", 256}, {"count", 16}, {"dtype", "bf16"}, {"median_us", 7}}}},
+                             {"copy", rows},
+                             {"elementwise", rows},
+                             {"reduction", rows}}}};
+  const hw::Profile p = hw::parse_profile(doc, "test.json");
+  ASSERT_TRUE(p.kernels);
+  hw::KernelCall batched{hw::KernelFamily::kGemm, {1024, 1024, 256, 1}, 16, core::Bytes(0)};
+  EXPECT_DOUBLE_EQ(p.kernels->time(batched, hw::Dtype::kBf16).value(), 7e-6);  // whole, not 16 singles
+  const double single_bf16 = p.kernels->time({hw::KernelFamily::kGemm, {1024, 1024, 1024, 1}, 1, {}}, hw::Dtype::kBf16).value();
+  const double single_fp8 = p.kernels->time({hw::KernelFamily::kGemm, {1024, 1024, 1024, 1}, 1, {}}, hw::Dtype::kFp8).value();
+  EXPECT_NEAR(single_bf16, 2 * single_fp8, 1e-12);
+  // A dtype with no grid of its own falls back on the main one.
+  EXPECT_DOUBLE_EQ(p.kernels->time({hw::KernelFamily::kGemm, {1024, 1024, 1024, 1}, 1, {}}, hw::Dtype::kFp16).value(),
+                   single_bf16);
+  nlohmann::json bad = doc;
+  bad["kernels"]["gemm_calls"][0]["dtype"] = "int4";
+  EXPECT_THROW(hw::parse_profile(bad, "bad.json"), std::exception);
+}
+
+// The GPU tests: one backend for all of them.
+std::unique_ptr<exec::GpuBackend> backend_or_reason(std::string& reason) {
+  try {
+    return exec::load_cuda_backend();
+  } catch (const exec::GpuUnavailable& e) {
+    reason = e.what();
+    return nullptr;
+  }
+}
+
+TEST(GpuBackend, CalibratesThisGpuIntoAProfileDtsimReads) {
+  std::string reason;
+  auto backend = backend_or_reason(reason);
+  if (!backend) GTEST_SKIP() << "no GPU backend here: " << reason;
+  exec::GpuCalibrationOptions o;
+  o.gemm_sizes = {256, 1024, 4096};
+  o.dtypes = {hw::Dtype::kBf16, hw::Dtype::kFp8};
+  o.min_stream = core::Bytes(4096);
+  o.max_stream = core::Bytes(256.0 * 1048576);
+  o.max_message = core::Bytes(16.0 * 1048576);
+  o.repeats = 3;
+  const nlohmann::json doc = backend->calibrate(o);
+  const hw::Profile p = hw::parse_profile(doc, "calibrated");
+  ASSERT_TRUE(p.kernels);
+  const double best = p.kernels->gemm.best().value();
+  EXPECT_GT(best, 50e12) << "a 4096^3 bf16 GEMM on a data-centre GPU runs far faster";
+  EXPECT_LT(best, 2.5e15) << "faster than any GPU's dense bf16 peak: the timing is wrong";
+  const auto& prov = doc.at("provenance");
+  for (const char* key : {"gpu", "sms", "driver", "cuda_runtime", "cublaslt", "nccl", "date", "launch_overhead_us"}) {
+    EXPECT_TRUE(prov.contains(key)) << key;
+  }
+  EXPECT_FALSE(prov.at("nccl_tests").empty()) << "NCCL ran no collective";
+  // The largest copy runs at HBM speed, not at a cache's or a launch's.
+  const auto& copy = doc.at("kernels").at("copy").back();
+  const double bandwidth = copy.at("bytes").get<double>() / (copy.at("median_us").get<double>() * 1e-6);
+  EXPECT_GT(bandwidth, 300e9);
+  EXPECT_LT(bandwidth, 20e12);
+}
+
+TEST(GpuBackend, RunsAOneGpuPlanAndItsCalibratedPredictionHolds) {
+  std::string reason;
+  auto backend = backend_or_reason(reason);
+  if (!backend) GTEST_SKIP() << "no GPU backend here: " << reason;
+  const std::string strategy = "gpus=1,mbs=2,gbs=4,dtype=bf16";
+  const driver::Simulation plan = driver::simulate(one_gpu("gpt3-1.3b", strategy));
+  exec::GpuCalibrationOptions o;
+  o.gemm_sizes = {512, 2048, 8192};
+  o.dtypes = {hw::Dtype::kBf16};
+  o.calls = exec::gemm_calls_of(plan.tasks, hw::Dtype::kBf16);
+  o.max_stream = core::Bytes(1.0 * 1073741824);
+  o.collectives = false;
+  ScratchDir dir;
+  const std::filesystem::path profile = dir.path() / "profile.json";
+  std::ofstream(profile) << backend->calibrate(o).dump();
+  const driver::Simulation predicted = driver::simulate(one_gpu("gpt3-1.3b", strategy, profile.string()));
+  const exec::Execution run = backend->execute(predicted.tasks, predicted.timeline, {{1, 3}, hw::Dtype::kBf16});
+  ASSERT_EQ(run.step_times.size(), 3u);
+  const double measured = static_cast<double>(run.timeline.makespan.count) * 1e-9;
+  const double forecast = static_cast<double>(predicted.timeline.makespan.count) * 1e-9;
+  EXPECT_LT(std::abs(forecast / measured - 1), 0.10) << "predicted " << forecast << " s, measured " << measured << " s";
+  const plan::StaticMemory& held = predicted.tasks.simulated.front().memory;
+  EXPECT_GE(run.timeline.peak_memory.front().value(), (held.params + held.grads + held.optimizer).value());
+  EXPECT_GT(run.max_rss.front().value(), run.timeline.peak_memory.front().value() * 0.9);
+}
+
+}  // namespace
+}  // namespace dtsim
