@@ -90,7 +90,8 @@ int run_run_on_gpu(const RunOptions& o, std::ostream& out) {
     out << nlohmann::json{{"schema", "dtsim.run/1"}, {"dtsim_version", core::version()}, {"backend", "cuda"}, {"gpu", gpu},
                           {"step_times_s", step_times(r.execution)}, {"step_time_s", v.step.measured.value()},
                           {"peak_memory_bytes", v.measured_peak_memory.value()},
-                          {"device_memory_in_use_bytes", r.execution.max_rss.front().value()}}.dump(2)
+                          {"device_memory_in_use_bytes", r.execution.max_rss.front().value()},
+                          {"kernel_scratch_bytes", r.execution.scratch_bytes.value()}}.dump(2)
         << "\n";
     return 0;
   }
@@ -163,6 +164,7 @@ int run_validate_on_gpu(const ValidateOptions& o, std::ostream& out) {
     if (o.run.profile || o.save_profile) j["profile"] = profile;
     j["step_times_s"] = step_times(r.execution);
     j["device_memory_in_use_bytes"] = r.execution.max_rss.front().value();
+    j["kernel_scratch_bytes"] = r.execution.scratch_bytes.value();
     j["uncalibrated"] = {{"predicted_s", bundled.value()}, {"error", bundled_error},
                          {"predicted_peak_memory_bytes", uncalibrated.timeline.peak_memory.front().value()}};
     if (limit > 0) {
@@ -175,8 +177,9 @@ int run_validate_on_gpu(const ValidateOptions& o, std::ostream& out) {
     report::write_validation_table(out, v);
     fmt::print(out, "  uncalibrated prediction (the bundled {} kernel model): {:.3f} ms, {:+.1f}%\n",
                r.sim.cluster.device().name, bundled.value() * 1e3, 100 * bundled_error);
-    fmt::print(out, "  GPU memory in use at the peak: {:.2f} GiB (CUDA context and pool reserve included)\n",
-               r.execution.max_rss.front().value() / 1073741824.0);
+    fmt::print(out, "  GPU memory in use at the peak: {:.2f} GiB (CUDA context, the pool's reserve and {:.2f} GiB of "
+                    "kernel operand scratch included)\n",
+               r.execution.max_rss.front().value() / 1073741824.0, r.execution.scratch_bytes.value() / 1073741824.0);
     fmt::print(out, "  profile: {}\n", o.run.profile || o.save_profile ? profile
                                                                         : std::string("calibrated for this run, not kept (--save-profile keeps it)"));
   }

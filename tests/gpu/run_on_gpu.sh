@@ -27,6 +27,7 @@ echo "cluster $cluster" | tee "$out/cluster.txt"
 plans="tests/gpu/gpt-125m.json gpus=1,mbs=8,gbs=16,dtype=bf16 gpt125m-bf16
 tests/gpu/gpt-125m.json gpus=1,mbs=8,gbs=16,dtype=bf16,recompute=full gpt125m-bf16-recompute
 gpt3-1.3b gpus=1,mbs=4,gbs=8,dtype=bf16 gpt1.3b-bf16
+gpt3-1.3b gpus=1,mbs=1,gbs=8,dtype=bf16 gpt1.3b-bf16-mbs1
 gpt3-1.3b gpus=1,mbs=4,gbs=8,dtype=fp8 gpt1.3b-fp8
 gpt3-1.3b gpus=1,mbs=4,gbs=8,dtype=bf16,recompute=full gpt1.3b-bf16-recompute
 tests/gpu/llama2-7b-8layers.json gpus=1,mbs=1,gbs=2,dtype=bf16 llama7b8l-bf16

@@ -96,15 +96,19 @@ nlohmann::json calibrate_gpu(const exec::GpuCalibrationOptions& o, std::ostream&
     nlohmann::json calls = nlohmann::json::array();
     for (const exec::GpuCalibrationOptions::Call& c : o.calls) {
       const model::GemmShape& shape = c.call.gemm;
-      if (!gemm.supported(shape, c.call.count, c.dtype)) {
-        fmt::print(log, "  warning: no {} algorithm for {} GEMMs of {}x{}x{}; left to the grid\n", hw::to_string(c.dtype),
+      // Timed as the executor runs it: an FP8 call with no FP8 algorithm runs in bf16, filed under the plan's dtype.
+      const hw::Dtype runs = gemm.runnable(shape, c.call.count, c.dtype);
+      if (!gemm.supported(shape, c.call.count, runs)) {
+        fmt::print(log, "  warning: no {} algorithm for {} GEMMs of {}x{}x{}; left to the grid\n", hw::to_string(runs),
                    c.call.count, shape.m, shape.n, shape.k);
         continue;
       }
-      gemm.reserve(shape, c.call.count, c.dtype);
-      const GpuSeries s = time_on_stream(stream, [&] { gemm.run(shape, c.call.count, c.dtype); }, o.warmup, o.repeats);
-      calls.push_back({{"m", shape.m}, {"n", shape.n}, {"k", shape.k}, {"count", c.call.count},
-                       {"dtype", hw::to_string(c.dtype)}, {"median_us", s.median() * 1e6}, {"times_us", times_us(s)}});
+      gemm.reserve(shape, c.call.count, runs);
+      const GpuSeries s = time_on_stream(stream, [&] { gemm.run(shape, c.call.count, runs); }, o.warmup, o.repeats);
+      nlohmann::json row{{"m", shape.m}, {"n", shape.n}, {"k", shape.k}, {"count", c.call.count},
+                         {"dtype", hw::to_string(c.dtype)}, {"median_us", s.median() * 1e6}, {"times_us", times_us(s)}};
+      if (runs != c.dtype) row["ran_as"] = hw::to_string(runs);
+      calls.push_back(row);
     }
     if (!calls.empty()) {
       kernels["gemm_calls"] = calls;
@@ -133,7 +137,10 @@ nlohmann::json calibrate_gpu(const exec::GpuCalibrationOptions& o, std::ostream&
   // Collectives: dtsim's fits need two ranks or more; one GPU's NCCL calls are kept as nccl-tests rows only.
   nlohmann::json collectives = nlohmann::json::array(), nccl_rows = nlohmann::json::array();
   const int gpus = provenance["gpus"].get<int>();
-  for (const CollectiveSeries& c : measure_nccl(gpus, steps_of_four(o.min_message, o.max_message), o.warmup, o.repeats)) {
+  const std::vector<CollectiveSeries> measured =
+      o.collectives ? measure_nccl(gpus, steps_of_four(o.min_message, o.max_message), o.warmup, o.repeats)
+                    : std::vector<CollectiveSeries>{};
+  for (const CollectiveSeries& c : measured) {
     std::vector<core::SizeSample> samples;
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& [bytes, s] : c.points) {
@@ -152,8 +159,10 @@ nlohmann::json calibrate_gpu(const exec::GpuCalibrationOptions& o, std::ostream&
                            {"samples", rows}});
   }
   provenance["nccl_tests"] = nccl_rows;
-  fmt::print(log, "  NCCL: {} GPU(s), {} measurements{}\n", gpus, nccl_rows.size(),
-             gpus < 2 ? " (one GPU: no collective fit; dtsim keeps its fabric model)" : "");
+  if (o.collectives) {
+    fmt::print(log, "  NCCL: {} GPU(s), {} measurements{}\n", gpus, nccl_rows.size(),
+               gpus < 2 ? " (one GPU: no collective fit; dtsim keeps its fabric model)" : "");
+  }
   provenance["clocks_after_gemm_grid"] = clocks;
   provenance["gemm_peak_measured"] = peaks;
   provenance["copy_bandwidth_measured"] = rate(copy_bandwidth, "B/s");

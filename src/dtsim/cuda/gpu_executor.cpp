@@ -109,10 +109,14 @@ exec::Execution execute_on_gpu(const plan::TaskGraph& graph, const plan::Timelin
     std::vector<std::vector<Call>> calls_of_kernel(graph.kernels.size());
     for (std::size_t k = 0; k < graph.kernels.size(); ++k) {
       for (const hw::OpWork& w : graph.kernels[k].ops) {
-        const hw::Dtype dtype = hw::gemm_dtype(w, options.dtype);
         for (const hw::KernelCall& c : hw::kernel_calls(w)) {
-          if (c.family == hw::KernelFamily::kGemm) gemm.reserve(c.gemm, c.count, dtype);
-          else memory.reserve(c.family, c.bytes);
+          hw::Dtype dtype = hw::gemm_dtype(w, options.dtype);
+          if (c.family == hw::KernelFamily::kGemm) {
+            dtype = gemm.runnable(c.gemm, c.count, dtype);
+            gemm.reserve(c.gemm, c.count, dtype);
+          } else {
+            memory.reserve(c.family, c.bytes);
+          }
           calls_of_kernel[k].push_back({c, dtype});
         }
       }
@@ -176,9 +180,11 @@ exec::Execution execute_on_gpu(const plan::TaskGraph& graph, const plan::Timelin
     for (std::size_t i = 0; i < mine.size(); ++i) out.timeline.spans[mine[i]] = spans[median][i];
     out.timeline.memory.assign(1, {});
     // What the plan holds: weights and state, the activations' high-water
-    // mark, and the kernels' operand buffers and cuBLASLt workspace.
-    out.timeline.peak_memory.emplace_back(static_cast<double>(static_bytes + peak_activations + gemm.device_bytes() +
-                                                              memory.device_bytes()));
+    // mark and cuBLASLt's workspace. The kernels' operand buffers are
+    // scratch standing in for tensors the activations already count (a
+    // GEMM's output is an activation), so they are reported apart.
+    out.timeline.peak_memory.emplace_back(static_cast<double>(static_bytes + peak_activations + gemm.workspace_bytes()));
+    out.scratch_bytes = core::Bytes(static_cast<double>(gemm.device_bytes() - gemm.workspace_bytes() + memory.device_bytes()));
     out.max_rss.emplace_back(static_cast<double>(device_in_use));  // the device's memory in use, context included
     if (weights_and_state) check(cudaFree(weights_and_state));
   }

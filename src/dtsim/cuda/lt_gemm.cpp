@@ -128,6 +128,11 @@ bool LtGemm::supported(const model::GemmShape& shape, std::int64_t count, hw::Dt
   return plan(shape, count, dtype) != nullptr;
 }
 
+hw::Dtype LtGemm::runnable(const model::GemmShape& shape, std::int64_t count, hw::Dtype dtype) {
+  if (dtype == hw::Dtype::kFp8 && !supported(shape, count, dtype)) return hw::Dtype::kBf16;
+  return dtype;
+}
+
 void LtGemm::reserve(const model::GemmShape& shape, std::int64_t count, hw::Dtype dtype) {
   const Plan* p = plan(shape, count, dtype);
   if (!p) {

@@ -51,12 +51,17 @@ class LtGemm {
 
   /// Whether cuBLASLt has an algorithm for the call on this GPU (fp8 needs sm_89+).
   bool supported(const model::GemmShape& shape, std::int64_t count, hw::Dtype dtype);
+  /// The dtype the call runs in: `dtype`, or bf16 for an FP8 call cuBLASLt
+  /// has no algorithm for (FP8 needs dimensions divisible by 16: a 50257-word
+  /// vocabulary's output layer), as frameworks keep such a layer in bf16.
+  hw::Dtype runnable(const model::GemmShape& shape, std::int64_t count, hw::Dtype dtype);
   /// Grows the operand buffers for the call; call before anything is timed.
   void reserve(const model::GemmShape& shape, std::int64_t count, hw::Dtype dtype);
   /// D = A^T B for `count` GEMMs of the shape, enqueued on the stream.
   void run(const model::GemmShape& shape, std::int64_t count, hw::Dtype dtype);
   /// Operands and workspace held on the device.
   [[nodiscard]] std::size_t device_bytes() const;
+  [[nodiscard]] std::size_t workspace_bytes() const { return workspace_.bytes(); }
 
  private:
   struct Plan;

@@ -16,14 +16,21 @@ std::size_t stream_elements(hw::KernelFamily family, core::Bytes bytes) {
 }
 
 void StreamKernels::reserve(hw::KernelFamily family, core::Bytes bytes) {
-  const std::size_t b = stream_elements(family, bytes) * 2;
+  const std::size_t b = std::min(stream_elements(family, bytes), kMaxStreamElements) * 2;
   a_.reserve(b, Element::kBf16, 11, stream_);
   b_.reserve(b, Element::kBf16, 12, stream_);
   c_.reserve(b, Element::kBf16, 13, stream_);
 }
 
 void StreamKernels::run(hw::KernelFamily family, core::Bytes bytes) {
-  const std::size_t e = stream_elements(family, bytes);
+  for (std::size_t left = stream_elements(family, bytes); left > 0;) {
+    const std::size_t e = std::min(left, kMaxStreamElements);
+    left -= e;
+    launch(family, e);
+  }
+}
+
+void StreamKernels::launch(hw::KernelFamily family, std::size_t e) {
   switch (family) {
     case hw::KernelFamily::kCopy: copy(a_.data(), c_.data(), e, stream_); break;
     case hw::KernelFamily::kElementwise: add(a_.data(), b_.data(), c_.data(), e, stream_); break;

@@ -17,6 +17,13 @@ namespace dtsim::cuda {
 /// elementwise reads two and writes one; at least a reduction row.
 std::size_t stream_elements(hw::KernelFamily family, core::Bytes bytes);
 
+/// The most elements a streaming buffer holds: 256 Mi (512 MiB of bf16). A
+/// kernel over more (a cross entropy over fp32 logits streams tens of GB)
+/// runs as several launches over the buffers: far past the 50 MB L2, the
+/// time is the bytes over HBM bandwidth either way, and the scratch stays
+/// small beside the plan's own memory.
+inline constexpr std::size_t kMaxStreamElements = std::size_t{1} << 28;
+
 class StreamKernels {
  public:
   explicit StreamKernels(cudaStream_t stream) : stream_(stream) {}
@@ -25,6 +32,7 @@ class StreamKernels {
   [[nodiscard]] std::size_t device_bytes() const { return a_.bytes() + b_.bytes() + c_.bytes(); }
 
  private:
+  void launch(hw::KernelFamily family, std::size_t elements);
   cudaStream_t stream_;
   DeviceBuffer a_, b_, c_;
 };

@@ -38,6 +38,9 @@ struct Execution {
   /// over wall time; MPI waits spin, so an undisturbed rank is near 1). Below
   /// about 0.9 something else ran on the machine and the timing is not the plan's.
   double cpu_share = 1.0;
+  /// The GPU backend's kernel operand buffers: scratch standing in for
+  /// tensors the plan's activations count, so kept out of peak_memory.
+  core::Bytes scratch_bytes;
 };
 
 /// CPU time this process has used, in seconds.
