@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/bootstrap.sh
+# The CUDA backend (libdtsim_cuda.so) is built where the toolkit is: meson finds nvcc on PATH.
+[ -x /usr/local/cuda/bin/nvcc ] && export PATH="$PATH:/usr/local/cuda/bin"
 [ -f build/build.ninja ] || meson setup build
 # Every program the README uses after this one: dtsim, dtsim-calibrate and the benchmark.
 ninja -C build src/cli/dtsim calibrate/dtsim-calibrate bench/bench_simulate

@@ -78,6 +78,33 @@ TEST(GpuBackend, AProfileCostsWholeCallsAsMeasuredAndGridsPerDtype) {
   EXPECT_THROW(hw::parse_profile(bad, "bad.json"), std::exception);
 }
 
+// The validation measured on an H100 (calibrate/profiles/h100-sxm, from
+// tests/gpu/run_on_gpu.sh): each plan predicted again from the profile its
+// run calibrated, against the step time measured then. A change to the
+// lowering or to the measured-kernel costing that moves a prediction off
+// the hardware fails here, on any machine.
+TEST(GpuBackend, TheCommittedH100ValidationStillHolds) {
+  const std::filesystem::path source(DTSIM_SOURCE_DIR);
+  const std::filesystem::path dir = source / "calibrate/profiles/h100-sxm/validation";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string file = entry.path().filename().string();
+    if (file.rfind("validate-", 0) != 0) continue;
+    const std::string name = file.substr(9, file.size() - 9 - 5);
+    const nlohmann::json r = nlohmann::json::parse(std::ifstream(entry.path()));
+    const std::filesystem::path own_model = source / "tests/gpu" / (r.at("model").get<std::string>() + ".json");
+    const std::string model = std::filesystem::exists(own_model) ? own_model.string() : r.at("model").get<std::string>();
+    driver::SimulationRequest request = one_gpu(model, r.at("strategy"), (dir / ("profile-" + name + ".json")).string());
+    request.cluster = r.at("cluster");
+    const driver::Simulation sim = driver::simulate(request);
+    const double predicted = static_cast<double>(sim.timeline.makespan.count) * 1e-9;
+    const double measured = r.at("step").at("measured_s").get<double>();
+    EXPECT_LT(std::abs(predicted / measured - 1), 0.05) << name << ": predicted " << predicted << " s, measured " << measured;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 14);
+}
+
 // The GPU tests: one backend for all of them.
 std::unique_ptr<exec::GpuBackend> backend_or_reason(std::string& reason) {
   try {

@@ -55,6 +55,7 @@ BUNDLED = (
     + [("profile", p) for p in sorted(glob.glob(str(ROOT / "devices/*.json"))) if not p.endswith("datasheets.json")]
     + [("profile", str(ROOT / "tests/inputs/h100_profile.json")),
        ("profile", str(ROOT / "tests/fuzz/profile/cpu-2-ranks.json")),
+       ("profile", str(ROOT / "calibrate/profiles/h100-sxm/profile.json")),
        ("datasheets", str(ROOT / "devices/datasheets.json"))]
 )
 
@@ -116,6 +117,14 @@ OUTPUTS = {
 def test_real_outputs_follow_their_schema(case):
     schema, args = OUTPUTS[case]
     assert errors(schema, json.loads(dtsim(*args))) == []
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(str(ROOT / "calibrate/profiles/*/validation/*.json"))),
+                         ids=lambda p: pathlib.Path(p).stem)
+def test_the_committed_gpu_validation_follows_its_schemas(path):
+    # What `dtsim validate --backend cuda --json` wrote on a GPU, and the profile it calibrated.
+    name = pathlib.Path(path).name
+    assert errors("validate" if name.startswith("validate-") else "profile", json.loads(pathlib.Path(path).read_text())) == []
 
 
 @pytest.mark.parametrize("path", sorted(glob.glob(str(ROOT / "tests/golden/*.json"))),

@@ -3,6 +3,7 @@
 // (libdtsim_cuda.so), and compared with the prediction from a profile this
 // GPU measured; validate also shows the uncalibrated prediction's error, what
 // dtsim says of this GPU from its bundled kernel model alone.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -163,6 +164,8 @@ int run_validate_on_gpu(const ValidateOptions& o, std::ostream& out) {
     j["ranks"] = 1;
     if (o.run.profile || o.save_profile) j["profile"] = profile;
     j["step_times_s"] = step_times(r.execution);
+    const auto [fastest, slowest] = std::minmax_element(r.execution.step_times.begin(), r.execution.step_times.end());
+    j["step"]["error_range"] = {v.step.predicted / *slowest - 1, v.step.predicted / *fastest - 1};
     j["device_memory_in_use_bytes"] = r.execution.max_rss.front().value();
     j["kernel_scratch_bytes"] = r.execution.scratch_bytes.value();
     j["uncalibrated"] = {{"predicted_s", bundled.value()}, {"error", bundled_error},
