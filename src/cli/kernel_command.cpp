@@ -34,7 +34,7 @@ void add_kernel(CLI::App& app, KernelOptions& o) {
   sub->add_flag("--backward", o.backward, "the backward kernel");
   sub->add_option("--kernel", o.kernel, "fused attention kernel (flash2, flash3, cudnn, ...); default: PyTorch's on the device");
   sub->add_option("--bytes", o.bytes, "bytes a streaming kernel reads and writes (\"1 GiB\")");
-  sub->add_option("--profile", o.profile, "a profile whose kernel_model replaces the bundled one");
+  sub->add_option("--profile", o.profile, "a profile whose kernel_model replaces the bundled one, or a calibration profile whose measured kernels are looked up");
   sub->add_flag("--json", o.json, "print a JSON object");
 }
 
@@ -46,6 +46,59 @@ std::int64_t positive(const std::optional<std::int64_t>& v, const char* flag, co
   return *v;
 }
 
+// A calibration profile's measured tables (dtsim-calibrate): the kernel as
+// this machine was seen to run it, looked up as `simulate --profile` does.
+int run_measured_kernel(const KernelOptions& o, const hw::Device& device, const hw::Profile& p, std::ostream& out) {
+  if (p.device != device.name) {
+    throw core::InputError(*o.profile, "/device", fmt::format("the profile measured the {}, not the {}", p.device, device.name));
+  }
+  nlohmann::json report{{"dtsim_version", core::version()}, {"device", device.name}, {"kind", o.kind},
+                        {"measured", *o.profile}};
+  std::string what, rate;
+  core::Seconds time;
+  if (o.kind == "gemm") {
+    const auto dtype = hw::parse_dtype(o.dtype);
+    if (!dtype) throw core::InputError("--dtype", "", fmt::format("expected fp32, tf32, fp16, bf16, fp8 or fp4, got \"{}\"", o.dtype));
+    const model::GemmShape shape{positive(o.m, "--m", "gemm"), positive(o.n, "--n", "gemm"), positive(o.k, "--k", "gemm"), 1};
+    const std::int64_t batch = positive(o.batch, "--batch", "gemm");
+    time = p.kernels->time({hw::KernelFamily::kGemm, shape, batch, core::Bytes(0)}, *dtype);
+    const double flops = 2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) * static_cast<double>(shape.k) *
+                         static_cast<double>(batch);
+    what = fmt::format("gemm {} x {} x {}{} ({})", shape.m, shape.n, shape.k, batch > 1 ? fmt::format(", {} of them", batch) : "",
+                       o.dtype);
+    rate = fmt::format("{:.1f} TFLOP/s", flops / time.value() / 1e12);
+    report["tflops"] = flops / time.value() / 1e12;
+    report["flops"] = flops;
+  } else if (o.kind == "memory") {
+    if (o.bytes.empty()) throw core::InputError("--bytes", "", "missing: memory needs it (\"1 GiB\")");
+    core::Bytes bytes;
+    try {
+      bytes = core::parse_bytes(o.bytes);
+    } catch (const std::invalid_argument& e) {
+      throw core::InputError("--bytes", "", e.what());
+    }
+    if (!(bytes.value() > 0)) throw core::InputError("--bytes", "", "expected a positive size like \"1 GiB\"");
+    time = p.kernels->time({hw::KernelFamily::kCopy, {}, 1, bytes});
+    what = fmt::format("copy kernel over {:.0f} bytes", bytes.value());
+    rate = fmt::format("{:.0f} GB/s", bytes.value() / time.value() / 1e9);
+    report["bytes"] = bytes.value();
+    report["bandwidth_GBps"] = bytes.value() / time.value() / 1e9;
+  } else if (o.kind == "attention") {
+    throw core::InputError(*o.profile, "/kernels", "a measured profile costs attention as its GEMMs (dtsim kernel gemm "
+                                                   "--batch heads), not as a fused kernel");
+  } else {
+    throw core::InputError("kind", "", fmt::format("expected gemm, attention or memory, got \"{}\"", o.kind));
+  }
+  report["time_s"] = time.value();
+  if (o.json) {
+    fmt::print(out, "{}\n", report.dump(1));
+    return 0;
+  }
+  fmt::print(out, "dtsim kernel: {} on the {}\n  time    {:.2f} us (measured)\n  rate    {}\n  profile {}\n", what,
+             device.name, time.value() * 1e6, rate, *o.profile);
+  return 0;
+}
+
 }  // namespace
 
 int run_kernel(const KernelOptions& o, std::ostream& out) {
@@ -55,7 +108,10 @@ int run_kernel(const KernelOptions& o, std::ostream& out) {
   hw::Device device = catalog.with_kernel_figures(*found);
   if (o.profile) {
     hw::Profile p = hw::load_profile(*o.profile);
-    if (!p.kernel_model) throw core::InputError(*o.profile, "/kernel_model", "missing: dtsim kernel needs a kernel_model section");
+    if (p.kernels) return run_measured_kernel(o, device, p, out);
+    if (!p.kernel_model) {
+      throw core::InputError(*o.profile, "/kernel_model", "missing: dtsim kernel needs a kernel_model section or measured kernels");
+    }
     device.kernel_figures = p.kernel_model;
   }
   if (!device.kernel_figures) {
