@@ -8,7 +8,6 @@
 
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/quantity_parse.hpp"
-#include "dtsim/exec/gpu_backend.hpp"
 
 namespace dtsim::calibrate {
 namespace {
@@ -38,6 +37,9 @@ void add_options(CLI::App& app, CommandOptions& o) {
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   app.add_option("--dtypes", o.dtypes, "cuda: the dtypes of the GEMM grids (the first is the main table)")
+      ->capture_default_str();
+  app.add_option("--workload-tp", o.workload_tp, "cuda: also measure, whole, the GEMM calls the bundled transformers "
+                                                  "lower to under these tensor-parallel sizes (\"\" for none)")
       ->capture_default_str();
 }
 
@@ -95,8 +97,28 @@ int run_calibration(const CommandOptions& o, const std::string& arguments, MPI_C
   return 0;
 }
 
-int run_gpu_calibration(const CommandOptions& o, const std::string& arguments, std::ostream& out) {
+std::vector<int> workload_tps(const CommandOptions& o) {
+  std::vector<int> out;
+  std::stringstream list(o.workload_tp);
+  for (std::string item; std::getline(list, item, ',');) {
+    if (item.empty()) continue;
+    try {
+      std::size_t used = 0;
+      const int v = std::stoi(item, &used);
+      if (used != item.size() || v < 1 || v > 64) throw std::invalid_argument("range");
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw core::InputError("--workload-tp", "", fmt::format("expected tensor-parallel sizes from 1 to 64 separated by "
+                                                              "commas, got \"{}\"", item));
+    }
+  }
+  return out;
+}
+
+int run_gpu_calibration(const CommandOptions& o, const std::string& arguments,
+                        const std::vector<exec::GpuCalibrationOptions::Call>& calls, std::ostream& out) {
   exec::GpuCalibrationOptions c;
+  c.calls = calls;
   if (o.gemm_sizes_given) c.gemm_sizes = to_calibration(o).gemm_sizes;
   c.dtypes.clear();
   std::stringstream list(o.dtypes);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calibrate/cpu_calibration.hpp"
+#include "dtsim/exec/gpu_backend.hpp"
 
 namespace dtsim::calibrate {
 
@@ -22,7 +23,11 @@ struct CommandOptions {
   std::string backend = "cpu";  ///< cpu (BLAS and MPI on this machine's cores) or cuda (its GPUs)
   std::string dtypes = "bf16,fp16,tf32,fp8";  ///< cuda: the GEMM grids' dtypes
   bool gemm_sizes_given = false;  ///< cuda: otherwise the GPU's grid, not the CPU's
+  std::string workload_tp = "1,2,4,8";  ///< cuda: the bundled workloads' GEMM calls under these tp ("" for none)
 };
+
+/// The tp list of --workload-tp; throws InputError.
+std::vector<int> workload_tps(const CommandOptions& options);
 
 void add_options(CLI::App& app, CommandOptions& options);
 
@@ -37,7 +42,9 @@ int run_calibration(const CommandOptions& options, const std::string& arguments,
 
 /// dtsim-calibrate --backend cuda: the GPU's profile, without MPI (the
 /// machine's GPUs are driven from this one process).
-int run_gpu_calibration(const CommandOptions& options, const std::string& arguments, std::ostream& out);
+/// `calls`: whole GEMM calls to measure beside the grids (the workloads').
+int run_gpu_calibration(const CommandOptions& options, const std::string& arguments,
+                        const std::vector<exec::GpuCalibrationOptions::Call>& calls, std::ostream& out);
 
 /// One line per measured family: best GEMM rate, streaming bandwidth, collective fits.
 void print_summary(const nlohmann::json& profile, std::ostream& out);

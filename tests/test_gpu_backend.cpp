@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "calibrate/workload_calls.hpp"
 #include "dtsim/driver/simulation.hpp"
 #include "dtsim/exec/gpu_backend.hpp"
 #include "dtsim/hw/profile.hpp"
@@ -76,6 +77,23 @@ TEST(GpuBackend, AProfileCostsWholeCallsAsMeasuredAndGridsPerDtype) {
   nlohmann::json bad = doc;
   bad["kernels"]["gemm_calls"][0]["dtype"] = "int4";
   EXPECT_THROW(hw::parse_profile(bad, "bad.json"), std::exception);
+}
+
+TEST(GpuBackend, TheCalibrationMeasuresTheShapesTheBundledWorkloadsLowerTo) {
+  const auto calls = calibrate::workload_calls({1, 2, 4, 8}, {hw::Dtype::kBf16, hw::Dtype::kFp8});
+  std::set<hw::GemmCallKey> keys;
+  double flops = 0;
+  for (const auto& c : calls) {
+    keys.insert({c.call.gemm.m, c.call.gemm.n, c.call.gemm.k, c.call.count, c.dtype});
+    flops += 2.0 * c.call.gemm.m * c.call.gemm.n * c.call.gemm.k * c.call.count;
+  }
+  EXPECT_EQ(keys.size(), calls.size()) << "each call once";
+  // GPT-3 175B's fused QKV projection under tp 8 with sequence parallelism: 2048 tokens x 3*12288/8 x 12288.
+  EXPECT_EQ(keys.count({2048, 4608, 12288, 1, hw::Dtype::kBf16}), 1u);
+  EXPECT_EQ(keys.count({2048, 4608, 12288, 1, hw::Dtype::kFp8}), 1u);
+  // About a minute of GEMMs on an H100 with warm-ups and repeats, not an hour.
+  EXPECT_LT(flops / 700e12 * 10, 120.0) << calls.size() << " calls, " << flops << " FLOPs";
+  std::printf("%zu calls, %.3g FLOPs (%.0f s at 700 TFLOP/s x 10 runs)\n", calls.size(), flops, flops / 700e12 * 10);
 }
 
 // The validation measured on an H100 (calibrate/profiles/h100-sxm, from

@@ -93,7 +93,12 @@ nlohmann::json calibrate_gpu(const exec::GpuCalibrationOptions& o, std::ostream&
     if (!main_grid) throw std::runtime_error("no GEMM dtype could be measured on this GPU");
     if (!by_dtype.empty()) kernels["gemm_by_dtype"] = by_dtype;
 
-    nlohmann::json calls = nlohmann::json::array();
+    // The grids' largest operands are not needed again; a long sequence's
+    // attention scores (llama3-405b: 128 heads of 8192^2) need the room.
+    gemm.release_operands();
+    std::size_t free = 0, capacity = 0;
+    check(cudaMemGetInfo(&free, &capacity));
+    nlohmann::json calls = nlohmann::json::array(), too_large = nlohmann::json::array();
     for (const exec::GpuCalibrationOptions::Call& c : o.calls) {
       const model::GemmShape& shape = c.call.gemm;
       // Timed as the executor runs it: an FP8 call with no FP8 algorithm runs in bf16, filed under the plan's dtype.
@@ -103,6 +108,14 @@ nlohmann::json calibrate_gpu(const exec::GpuCalibrationOptions& o, std::ostream&
                    c.call.count, shape.m, shape.n, shape.k);
         continue;
       }
+      // A call whose operands take more than half the GPU is left to the grid (grown buffers would not fit beside it).
+      if (gemm.operand_bytes(shape, c.call.count, runs) > free / 2) {
+        too_large.push_back({{"m", shape.m}, {"n", shape.n}, {"k", shape.k}, {"count", c.call.count},
+                             {"dtype", hw::to_string(c.dtype)}});
+        continue;
+      }
+      // Buffers grown for earlier calls plus this one's could outgrow the GPU: start afresh.
+      if (gemm.device_bytes() + gemm.operand_bytes(shape, c.call.count, runs) > free * 6 / 10) gemm.release_operands();
       gemm.reserve(shape, c.call.count, runs);
       const GpuSeries s = time_on_stream(stream, [&] { gemm.run(shape, c.call.count, runs); }, o.warmup, o.repeats);
       nlohmann::json row{{"m", shape.m}, {"n", shape.n}, {"k", shape.k}, {"count", c.call.count},
@@ -112,7 +125,12 @@ nlohmann::json calibrate_gpu(const exec::GpuCalibrationOptions& o, std::ostream&
     }
     if (!calls.empty()) {
       kernels["gemm_calls"] = calls;
-      fmt::print(log, "  GEMM calls of the plan: {} measured whole\n", calls.size());
+      fmt::print(log, "  GEMM calls: {} measured whole\n", calls.size());
+    }
+    if (!too_large.empty()) {
+      provenance["gemm_calls_too_large"] = too_large;
+      fmt::print(log, "  GEMM calls left to the grid: {} whose operands take more than half the GPU's memory\n",
+                 too_large.size());
     }
   }
 

@@ -25,6 +25,12 @@ DeviceBuffer::~DeviceBuffer() {
   if (data_) cudaFree(data_);
 }
 
+void DeviceBuffer::release() {
+  if (data_) check(cudaFree(data_));
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
 void DeviceBuffer::reserve(std::size_t bytes, Element fill, std::uint32_t seed, cudaStream_t stream) {
   if (bytes <= bytes_) return;
   if (data_) {
@@ -131,6 +137,18 @@ bool LtGemm::supported(const model::GemmShape& shape, std::int64_t count, hw::Dt
 hw::Dtype LtGemm::runnable(const model::GemmShape& shape, std::int64_t count, hw::Dtype dtype) {
   if (dtype == hw::Dtype::kFp8 && !supported(shape, count, dtype)) return hw::Dtype::kBf16;
   return dtype;
+}
+
+std::size_t LtGemm::operand_bytes(const model::GemmShape& shape, std::int64_t count, hw::Dtype dtype) {
+  const Plan* p = plan(shape, count, dtype);
+  return p ? p->a_bytes + p->b_bytes + p->d_bytes : 0;
+}
+
+void LtGemm::release_operands() {
+  check(cudaStreamSynchronize(stream_));
+  for (auto& [type, buffer] : a_) buffer.release();
+  for (auto& [type, buffer] : b_) buffer.release();
+  d_.release();
 }
 
 void LtGemm::reserve(const model::GemmShape& shape, std::int64_t count, hw::Dtype dtype) {

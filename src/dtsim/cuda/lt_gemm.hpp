@@ -22,6 +22,7 @@ namespace dtsim::cuda {
 /// A device buffer that grows and is filled with random values of one type when it does.
 class DeviceBuffer {
  public:
+  void release();
   DeviceBuffer() = default;
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -59,6 +60,10 @@ class LtGemm {
   void reserve(const model::GemmShape& shape, std::int64_t count, hw::Dtype dtype);
   /// D = A^T B for `count` GEMMs of the shape, enqueued on the stream.
   void run(const model::GemmShape& shape, std::int64_t count, hw::Dtype dtype);
+  /// Device memory the call's operands need (inputs and output).
+  std::size_t operand_bytes(const model::GemmShape& shape, std::int64_t count, hw::Dtype dtype);
+  /// Frees the operand buffers (they grow again on the next reserve).
+  void release_operands();
   /// Operands and workspace held on the device.
   [[nodiscard]] std::size_t device_bytes() const;
   [[nodiscard]] std::size_t workspace_bytes() const { return workspace_.bytes(); }
