@@ -64,6 +64,16 @@ TEST_F(Install, PutsTheProgramsDataAndManPagesInThePrefix) {
   }
 }
 
+// The installed dtsim opens the installed CUDA plugin (here, with no GPU, it
+// says so instead of saying it was built without one).
+TEST_F(Install, TheInstalledBinaryFindsItsCudaBackend) {
+  if (env_or_empty("DTSIM_CUDA_BUILT").empty()) GTEST_SKIP() << "built without the CUDA backend (no nvcc found)";
+  const CliResult run = installed_dtsim("run --backend cuda -m gpt3-1.3b -c dgx-h100 -s gpus=1,mbs=1,gbs=1 --profile none.json");
+  EXPECT_EQ(run.exit_code, 2) << run.out;
+  EXPECT_EQ(run.out.find("built without"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("--backend: cuda"), std::string::npos) << run.out;
+}
+
 TEST_F(Install, TheInstalledBinaryFindsItsDataInThePrefix) {
   const CliResult version = installed_dtsim("--version");
   EXPECT_EQ(version.exit_code, 0) << version.out;
