@@ -1,7 +1,10 @@
 #include "dtsim/cuda/gpu_calibration.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <functional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
@@ -34,6 +37,20 @@ std::vector<core::Bytes> steps_of_four(core::Bytes first, core::Bytes last) {
   return out;
 }
 
+// A GEMM timed, then as long idle as the timing took: back-to-back GEMMs
+// draw an H100's whole 700 W and its power limiter lowers the SM clock by
+// 15-35% within seconds (seen here: the same 4096^3 GEMM at 776 TFLOP/s
+// alone, 647 after GPT-3 175B's), while a training step's mix of GEMMs,
+// memory-bound kernels and the optimizer drew 550-620 W and held the
+// maximum clock (tests/gpu/long_runs.sh). Half the time idle keeps the
+// calibration at the clock a step runs at.
+GpuSeries time_gemm(cudaStream_t stream, const std::function<void()>& body, int warmup, int repeats) {
+  const auto start = std::chrono::steady_clock::now();
+  GpuSeries s = time_on_stream(stream, body, warmup, repeats);
+  std::this_thread::sleep_for(std::chrono::steady_clock::now() - start);
+  return s;
+}
+
 std::string rate(double value, const char* unit) { return fmt::format("{:.4g} T{}", value / 1e12, unit); }
 
 }  // namespace
@@ -57,45 +74,7 @@ nlohmann::json calibrate_gpu(const exec::GpuCalibrationOptions& o, std::ostream&
   bool main_grid = false;
   {
     LtGemm gemm(stream);
-    for (hw::Dtype dtype : o.dtypes) {
-      const std::string name(hw::to_string(dtype));
-      const std::int64_t top = *std::max_element(o.gemm_sizes.begin(), o.gemm_sizes.end());
-      if (!gemm.supported({top, top, top, 1}, 1, dtype)) {
-        skipped[name] = "cuBLASLt offers no algorithm for it on this GPU";
-        fmt::print(log, "  GEMM {}: not available on this GPU\n", name);
-        continue;
-      }
-      gemm.reserve({top, top, top, 1}, 1, dtype);
-      nlohmann::json rows = nlohmann::json::array();
-      double best = 0;
-      for (std::int64_t m : o.gemm_sizes) {
-        for (std::int64_t n : o.gemm_sizes) {
-          for (std::int64_t k : o.gemm_sizes) {
-            const model::GemmShape shape{m, n, k, 1};
-            gemm.reserve(shape, 1, dtype);
-            const GpuSeries s = time_on_stream(stream, [&] { gemm.run(shape, 1, dtype); }, o.warmup, o.repeats);
-            best = std::max(best, flops(shape, 1) / s.median());
-            rows.push_back({{"m", m}, {"n", n}, {"k", k}, {"median_us", s.median() * 1e6}, {"times_us", times_us(s)}});
-          }
-        }
-      }
-      clocks[name] = read_clocks();
-      peaks[name] = rate(best, "FLOP/s");
-      fmt::print(log, "  GEMM {}: {} shapes, best {}\n", name, rows.size(), rate(best, "FLOP/s"));
-      if (!main_grid) {
-        kernels["gemm"] = rows;
-        kernels["gemm_dtype"] = name;
-        main_grid = true;
-      } else {
-        by_dtype[name] = rows;
-      }
-    }
-    if (!main_grid) throw std::runtime_error("no GEMM dtype could be measured on this GPU");
-    if (!by_dtype.empty()) kernels["gemm_by_dtype"] = by_dtype;
-
-    // The grids' largest operands are not needed again; a long sequence's
-    // attention scores (llama3-405b: 128 heads of 8192^2) need the room.
-    gemm.release_operands();
+    // The whole calls first: they are what plans run.
     std::size_t free = 0, capacity = 0;
     check(cudaMemGetInfo(&free, &capacity));
     nlohmann::json calls = nlohmann::json::array(), too_large = nlohmann::json::array();
@@ -117,13 +96,14 @@ nlohmann::json calibrate_gpu(const exec::GpuCalibrationOptions& o, std::ostream&
       // Buffers grown for earlier calls plus this one's could outgrow the GPU: start afresh.
       if (gemm.device_bytes() + gemm.operand_bytes(shape, c.call.count, runs) > free * 6 / 10) gemm.release_operands();
       gemm.reserve(shape, c.call.count, runs);
-      const GpuSeries s = time_on_stream(stream, [&] { gemm.run(shape, c.call.count, runs); }, o.warmup, o.repeats);
+      const GpuSeries s = time_gemm(stream, [&] { gemm.run(shape, c.call.count, runs); }, o.warmup, o.repeats);
       nlohmann::json row{{"m", shape.m}, {"n", shape.n}, {"k", shape.k}, {"count", c.call.count},
                          {"dtype", hw::to_string(c.dtype)}, {"median_us", s.median() * 1e6}, {"times_us", times_us(s)}};
       if (runs != c.dtype) row["ran_as"] = hw::to_string(runs);
       calls.push_back(row);
     }
     if (!calls.empty()) {
+      provenance["clocks_after_gemm_calls"] = read_clocks();
       kernels["gemm_calls"] = calls;
       fmt::print(log, "  GEMM calls: {} measured whole\n", calls.size());
     }
@@ -132,6 +112,45 @@ nlohmann::json calibrate_gpu(const exec::GpuCalibrationOptions& o, std::ostream&
       fmt::print(log, "  GEMM calls left to the grid: {} whose operands take more than half the GPU's memory\n",
                  too_large.size());
     }
+    // The grids after, with the calls' operands released: a long sequence's
+    // attention scores (llama3-405b: 128 heads of 8192^2) took the room.
+    gemm.release_operands();
+    for (hw::Dtype dtype : o.dtypes) {
+      const std::string name(hw::to_string(dtype));
+      const std::int64_t top = *std::max_element(o.gemm_sizes.begin(), o.gemm_sizes.end());
+      if (!gemm.supported({top, top, top, 1}, 1, dtype)) {
+        skipped[name] = "cuBLASLt offers no algorithm for it on this GPU";
+        fmt::print(log, "  GEMM {}: not available on this GPU\n", name);
+        continue;
+      }
+      gemm.reserve({top, top, top, 1}, 1, dtype);
+      nlohmann::json rows = nlohmann::json::array();
+      double best = 0;
+      for (std::int64_t m : o.gemm_sizes) {
+        for (std::int64_t n : o.gemm_sizes) {
+          for (std::int64_t k : o.gemm_sizes) {
+            const model::GemmShape shape{m, n, k, 1};
+            gemm.reserve(shape, 1, dtype);
+            const GpuSeries s = time_gemm(stream, [&] { gemm.run(shape, 1, dtype); }, o.warmup, o.repeats);
+            best = std::max(best, flops(shape, 1) / s.median());
+            rows.push_back({{"m", m}, {"n", n}, {"k", k}, {"median_us", s.median() * 1e6}, {"times_us", times_us(s)}});
+          }
+        }
+      }
+      clocks[name] = read_clocks();
+      peaks[name] = rate(best, "FLOP/s");
+      fmt::print(log, "  GEMM {}: {} shapes, best {}\n", name, rows.size(), rate(best, "FLOP/s"));
+      if (!main_grid) {
+        kernels["gemm"] = rows;
+        kernels["gemm_dtype"] = name;
+        main_grid = true;
+      } else {
+        by_dtype[name] = rows;
+      }
+    }
+    if (!main_grid) throw std::runtime_error("no GEMM dtype could be measured on this GPU");
+    if (!by_dtype.empty()) kernels["gemm_by_dtype"] = by_dtype;
+
   }
 
   double copy_bandwidth = 0;
