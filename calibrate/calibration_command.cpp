@@ -6,8 +6,10 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "calibrate/workload_calls.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/quantity_parse.hpp"
+#include "dtsim/exec/gpu_backend.hpp"
 
 namespace dtsim::calibrate {
 namespace {
@@ -115,11 +117,10 @@ std::vector<int> workload_tps(const CommandOptions& o) {
   return out;
 }
 
-int run_gpu_calibration(const CommandOptions& o, const std::string& arguments,
-                        const std::vector<exec::GpuCalibrationOptions::Call>& calls, std::ostream& out) {
+int run_gpu_calibration(const CommandOptions& o, const std::string& arguments, std::ostream& out) {
+  const CalibrationOptions sizes = to_calibration(o);
   exec::GpuCalibrationOptions c;
-  c.calls = calls;
-  if (o.gemm_sizes_given) c.gemm_sizes = to_calibration(o).gemm_sizes;
+  if (o.gemm_sizes_given) c.gemm_sizes = sizes.gemm_sizes;
   c.dtypes.clear();
   std::stringstream list(o.dtypes);
   for (std::string item; std::getline(list, item, ',');) {
@@ -130,7 +131,7 @@ int run_gpu_calibration(const CommandOptions& o, const std::string& arguments,
     c.dtypes.push_back(*dtype);
   }
   if (c.dtypes.empty()) throw core::InputError("--dtypes", "", "expected at least one dtype");
-  const CalibrationOptions sizes = to_calibration(o);
+  c.calls = workload_calls(workload_tps(o), c.dtypes);
   if (o.stream_sizes != CommandOptions{}.stream_sizes) std::tie(c.min_stream, c.max_stream) = std::pair(sizes.min_stream, sizes.max_stream);
   if (o.message_sizes != CommandOptions{}.message_sizes) std::tie(c.min_message, c.max_message) = std::pair(sizes.min_message, sizes.max_message);
   if (o.quick) c.repeats = 3;

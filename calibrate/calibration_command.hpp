@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "calibrate/cpu_calibration.hpp"
-#include "dtsim/exec/gpu_backend.hpp"
 
 namespace dtsim::calibrate {
 
@@ -42,9 +41,7 @@ int run_calibration(const CommandOptions& options, const std::string& arguments,
 
 /// dtsim-calibrate --backend cuda: the GPU's profile, without MPI (the
 /// machine's GPUs are driven from this one process).
-/// `calls`: whole GEMM calls to measure beside the grids (the workloads').
-int run_gpu_calibration(const CommandOptions& options, const std::string& arguments,
-                        const std::vector<exec::GpuCalibrationOptions::Call>& calls, std::ostream& out);
+int run_gpu_calibration(const CommandOptions& options, const std::string& arguments, std::ostream& out);
 
 /// One line per measured family: best GEMM rate, streaming bandwidth, collective fits.
 void print_summary(const nlohmann::json& profile, std::ostream& out);

@@ -13,7 +13,6 @@
 #include <mpi.h>
 
 #include "calibrate/calibration_command.hpp"
-#include "calibrate/workload_calls.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/exec/launch.hpp"
 
@@ -38,12 +37,7 @@ int main(int argc, char** argv) {
     std::string joined;
     for (std::size_t i = 1; i < args.size(); ++i) joined += (i > 1 ? " " : "") + args[i];
     try {
-      std::vector<dtsim::hw::Dtype> dtypes;
-      for (const char* name : {"bf16", "fp8"}) {
-        if (options.dtypes.find(name) != std::string::npos) dtypes.push_back(*dtsim::hw::parse_dtype(name));
-      }
-      const auto calls = dtsim::calibrate::workload_calls(dtsim::calibrate::workload_tps(options), dtypes);
-      return dtsim::calibrate::run_gpu_calibration(options, joined, calls, std::cout);
+      return dtsim::calibrate::run_gpu_calibration(options, joined, std::cout);
     } catch (const dtsim::core::InputError& e) {
       std::fprintf(stderr, "dtsim-calibrate: %s\n", e.what());
       return 2;

@@ -3,8 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <ctime>
 #include <fstream>
 #include <thread>
 
@@ -13,6 +11,7 @@
 
 #include "dtsim/core/linear_fit.hpp"
 #include "dtsim/core/version.hpp"
+#include "dtsim/core/utc_date.hpp"
 #include "dtsim/exec/cpu_kernels.hpp"
 
 namespace dtsim::calibrate {
@@ -27,15 +26,6 @@ std::string cpu_model() {
     }
   }
   return "unknown";
-}
-
-std::string utc_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
 }
 
 nlohmann::json times_us(const Series& s) {
@@ -78,7 +68,7 @@ nlohmann::json collect_provenance(const std::string& arguments, int ranks) {
           {"compiler", __VERSION__},
           {"dtsim_version", core::version()},
           {"arguments", arguments},
-          {"date", utc_now()}};
+          {"date", core::utc_now()}};
 }
 
 nlohmann::json to_profile(const Measurements& m, const nlohmann::json& provenance) {

@@ -3,8 +3,11 @@
 // (libdtsim_cuda.so), and compared with the prediction from a profile this
 // GPU measured; validate also shows the uncalibrated prediction's error, what
 // dtsim says of this GPU from its bundled kernel model alone.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -13,13 +16,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/run_support.hpp"
 #include "dtsim/core/input_error.hpp"
-#include "dtsim/core/quantity_parse.hpp"
 #include "dtsim/core/version.hpp"
 #include "dtsim/driver/simulation.hpp"
 #include "dtsim/exec/gpu_backend.hpp"
 #include "dtsim/report/validation.hpp"
-#include "dtsim/report/writers.hpp"
 
 namespace dtsim::cli {
 namespace {
@@ -60,19 +62,6 @@ GpuRun run_plan(exec::GpuBackend& backend, const RunOptions& o, const std::strin
   return r;
 }
 
-nlohmann::json step_times(const exec::Execution& e) {
-  nlohmann::json out = nlohmann::json::array();
-  for (core::Seconds t : e.step_times) out.push_back(t.value());
-  return out;
-}
-
-void write_trace(const RunOptions& o, const GpuRun& r) {
-  if (!o.trace) return;
-  std::ofstream file(*o.trace);
-  if (!file) throw core::InputError("--trace", "", fmt::format("cannot write \"{}\"", *o.trace));
-  file << report::chrome_trace(r.sim.tasks, r.execution.timeline).dump();
-}
-
 std::string header(const RunOptions& o, const GpuRun& r, const nlohmann::json& gpu) {
   return fmt::format("{} on {} ({}), strategy {}: median of {} steps", r.sim.graph.name, r.sim.cluster.name(),
                      gpu.value("gpu", std::string("GPU")), o.strategy, r.execution.step_times.size());
@@ -85,11 +74,11 @@ int run_run_on_gpu(const RunOptions& o, std::ostream& out) {
   std::unique_ptr<exec::GpuBackend> backend = open_backend();
   const nlohmann::json gpu = backend->describe();
   GpuRun r = run_plan(*backend, o, *o.profile);
-  write_trace(o, r);
+  write_trace(o.trace, r.sim.tasks, r.execution.timeline);
   const report::Validation v = report::validate(r.sim.tasks, r.sim.timeline, r.execution.timeline);
   if (o.json) {
     out << nlohmann::json{{"schema", "dtsim.run/1"}, {"dtsim_version", core::version()}, {"backend", "cuda"}, {"gpu", gpu},
-                          {"step_times_s", step_times(r.execution)}, {"step_time_s", v.step.measured.value()},
+                          {"step_times_s", step_times_json(r.execution)}, {"step_time_s", v.step.measured.value()},
                           {"peak_memory_bytes", v.measured_peak_memory.value()},
                           {"device_memory_in_use_bytes", r.execution.max_rss.front().value()},
                           {"kernel_scratch_bytes", r.execution.scratch_bytes.value()}}.dump(2)
@@ -106,16 +95,11 @@ int run_run_on_gpu(const RunOptions& o, std::ostream& out) {
 
 int run_validate_on_gpu(const ValidateOptions& o, std::ostream& out) {
   check_plan(o.run);
-  double limit = 0;
-  if (o.max_error) {
-    try {
-      limit = core::parse_fraction(*o.max_error);
-    } catch (const std::invalid_argument&) {
-    }
-    if (!(limit > 0)) throw core::InputError("--max-error", "", fmt::format("expected a positive error like 5%, got \"{}\"", *o.max_error));
-  }
+  const double limit = o.max_error ? parse_max_error(*o.max_error) : 0.0;  // 0: no limit
   std::unique_ptr<exec::GpuBackend> backend = open_backend();
   const nlohmann::json gpu = backend->describe();
+  // What dtsim predicts for this GPU with no measurement of it; its calls are also what a calibration measures.
+  const driver::Simulation uncalibrated = driver::simulate(request_for(o.run, std::nullopt));
 
   std::string profile;
   if (o.run.profile) {
@@ -124,7 +108,6 @@ int run_validate_on_gpu(const ValidateOptions& o, std::ostream& out) {
     // A calibration of this plan: its own GEMM calls measured whole, a
     // small grid for anything else, the streaming kernels; no collectives
     // (a plan of one GPU has none).
-    const driver::Simulation uncalibrated = driver::simulate(request_for(o.run, std::nullopt));
     exec::GpuCalibrationOptions c;
     c.gemm_sizes = {512, 2048, 8192};
     c.dtypes = {uncalibrated.strategy.s.dtype};
@@ -145,10 +128,8 @@ int run_validate_on_gpu(const ValidateOptions& o, std::ostream& out) {
   }
   GpuRun r = run_plan(*backend, o.run, profile);
   if (!o.run.profile && !o.save_profile) std::filesystem::remove(profile);
-  write_trace(o.run, r);
+  write_trace(o.run.trace, r.sim.tasks, r.execution.timeline);
   const report::Validation v = report::validate(r.sim.tasks, r.sim.timeline, r.execution.timeline);
-  // What dtsim predicts for this GPU with no measurement of it.
-  const driver::Simulation uncalibrated = driver::simulate(request_for(o.run, std::nullopt));
   const core::Seconds measured = v.step.measured, bundled(static_cast<double>(uncalibrated.timeline.makespan.count) * 1e-9);
   const double bundled_error = bundled / measured - 1;
   const bool failed = limit > 0 && std::abs(v.step.error()) > limit;
@@ -163,9 +144,9 @@ int run_validate_on_gpu(const ValidateOptions& o, std::ostream& out) {
     j["strategy"] = o.run.strategy;
     j["ranks"] = 1;
     if (o.run.profile || o.save_profile) j["profile"] = profile;
-    j["step_times_s"] = step_times(r.execution);
-    const auto [fastest, slowest] = std::minmax_element(r.execution.step_times.begin(), r.execution.step_times.end());
-    j["step"]["error_range"] = {v.step.predicted / *slowest - 1, v.step.predicted / *fastest - 1};
+    j["step_times_s"] = step_times_json(r.execution);
+    const auto [low, high] = error_range(v.step.predicted, r.execution);
+    j["step"]["error_range"] = {low, high};
     j["device_memory_in_use_bytes"] = r.execution.max_rss.front().value();
     j["kernel_scratch_bytes"] = r.execution.scratch_bytes.value();
     j["uncalibrated"] = {{"predicted_s", bundled.value()}, {"error", bundled_error},

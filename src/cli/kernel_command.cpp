@@ -46,6 +46,18 @@ std::int64_t positive(const std::optional<std::int64_t>& v, const char* flag, co
   return *v;
 }
 
+core::Bytes positive_bytes(const std::string& text) {
+  if (text.empty()) throw core::InputError("--bytes", "", "missing: memory needs it (\"1 GiB\")");
+  core::Bytes bytes;
+  try {
+    bytes = core::parse_bytes(text);
+  } catch (const std::invalid_argument& e) {
+    throw core::InputError("--bytes", "", e.what());
+  }
+  if (!(bytes.value() > 0)) throw core::InputError("--bytes", "", "expected a positive size like \"1 GiB\"");
+  return bytes;
+}
+
 // A calibration profile's measured tables (dtsim-calibrate): the kernel as
 // this machine was seen to run it, looked up as `simulate --profile` does.
 int run_measured_kernel(const KernelOptions& o, const hw::Device& device, const hw::Profile& p, std::ostream& out) {
@@ -70,14 +82,7 @@ int run_measured_kernel(const KernelOptions& o, const hw::Device& device, const 
     report["tflops"] = flops / time.value() / 1e12;
     report["flops"] = flops;
   } else if (o.kind == "memory") {
-    if (o.bytes.empty()) throw core::InputError("--bytes", "", "missing: memory needs it (\"1 GiB\")");
-    core::Bytes bytes;
-    try {
-      bytes = core::parse_bytes(o.bytes);
-    } catch (const std::invalid_argument& e) {
-      throw core::InputError("--bytes", "", e.what());
-    }
-    if (!(bytes.value() > 0)) throw core::InputError("--bytes", "", "expected a positive size like \"1 GiB\"");
+    const core::Bytes bytes = positive_bytes(o.bytes);
     time = p.kernels->time({hw::KernelFamily::kCopy, {}, 1, bytes});
     what = fmt::format("copy kernel over {:.0f} bytes", bytes.value());
     rate = fmt::format("{:.0f} GB/s", bytes.value() / time.value() / 1e9);
@@ -171,14 +176,7 @@ int run_kernel(const KernelOptions& o, std::ostream& out) {
     report["flops"] = flops;
     report["source"] = kernel->source;
   } else if (o.kind == "memory") {
-    if (o.bytes.empty()) throw core::InputError("--bytes", "", "missing: memory needs it (\"1 GiB\")");
-    core::Bytes bytes;
-    try {
-      bytes = core::parse_bytes(o.bytes);
-    } catch (const std::invalid_argument& e) {
-      throw core::InputError("--bytes", "", e.what());
-    }
-    if (!(bytes.value() > 0)) throw core::InputError("--bytes", "", "expected a positive size like \"1 GiB\"");
+    const core::Bytes bytes = positive_bytes(o.bytes);
     time = model.stream(bytes);
     what = fmt::format("streaming kernel over {:.0f} bytes", bytes.value());
     rate = fmt::format("{:.0f} GB/s", bytes.value() / time.value() / 1e9);

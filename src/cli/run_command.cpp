@@ -14,6 +14,7 @@
 
 #include "calibrate/calibration_command.hpp"
 #include "cli/commands.hpp"
+#include "cli/run_support.hpp"
 #include "dtsim/core/host_memory.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/quantity_parse.hpp"
@@ -136,31 +137,9 @@ Measured run_everywhere(const RunOptions& o, const std::string& profile) {
   return m;
 }
 
-void write_trace(const RunOptions& o, const Measured& m) {
-  if (!o.trace) return;
-  std::ofstream file(*o.trace);
-  if (!file) throw core::InputError("--trace", "", fmt::format("cannot write \"{}\"", *o.trace));
-  file << report::chrome_trace(m.sim.tasks, m.execution.timeline).dump();
-}
-
 std::string header(const RunOptions& o, const Measured& m) {
   return fmt::format("{} on {}, strategy {}: {} ranks, median of {} steps", m.sim.graph.name, m.sim.cluster.name(),
                      o.strategy, m.sim.strategy.world, m.execution.step_times.size());
-}
-
-nlohmann::json step_times_json(const exec::Execution& e) {
-  nlohmann::json out = nlohmann::json::array();
-  for (core::Seconds t : e.step_times) out.push_back(t.value());
-  return out;
-}
-
-double parse_max_error(const std::string& text) {
-  try {
-    const double v = core::parse_fraction(text);
-    if (v > 0) return v;
-  } catch (const std::invalid_argument&) {
-  }
-  throw core::InputError("--max-error", "", fmt::format("expected a positive error like 15%, got \"{}\"", text));
 }
 
 // Below this share of a core, a rank was time-sliced with something else.
@@ -169,12 +148,6 @@ constexpr double kBusy = 0.9;
 // speed for the run than for the calibration (memory bandwidth or cache taken
 // by a neighbour, another clock frequency).
 constexpr double kDrift = 0.1;
-
-// The step-time error over the slowest and the fastest timed step.
-std::pair<double, double> error_range(core::Seconds predicted, const exec::Execution& e) {
-  const auto [fastest, slowest] = std::minmax_element(e.step_times.begin(), e.step_times.end());
-  return {predicted / *slowest - 1, predicted / *fastest - 1};
-}
 
 nlohmann::json conditions_json(const Conditions& c) {
   nlohmann::json probe{{"before_run", c.before_run.value() * 1e6}, {"after_run", c.after_run.value() * 1e6}};
@@ -209,7 +182,7 @@ int run_run(const RunOptions& o, const std::vector<std::string>& args, std::ostr
   exec::use_one_blas_thread();
   Measured m = run_everywhere(o, *o.profile);
   if (rank == 0) {
-    write_trace(o, m);
+    write_trace(o.trace, m.sim.tasks, m.execution.timeline);
     const report::Validation v = report::validate(m.sim.tasks, m.sim.timeline, m.execution.timeline);
     if (o.json) {
       out << nlohmann::json{{"schema", "dtsim.run/1"}, {"dtsim_version", core::version()}, {"step_times_s", step_times_json(m.execution)},
@@ -297,7 +270,7 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
   const double calibration_share = provenance.is_object() ? provenance.value("cpu_share", 1.0) : 1.0;
   int status = 0;
   if (rank == 0) {
-    write_trace(o.run, m);
+    write_trace(o.run.trace, m.sim.tasks, m.execution.timeline);
     const report::Validation v = report::validate(m.sim.tasks, m.sim.timeline, m.execution.timeline);
     const bool failed = limit > 0 && std::abs(v.step.error()) > limit;
     const auto [low, high] = error_range(v.step.predicted, m.execution);

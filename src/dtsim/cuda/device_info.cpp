@@ -4,9 +4,7 @@
 #include <unistd.h>
 
 #include <array>
-#include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <memory>
 #include <sstream>
 #include <vector>
@@ -17,6 +15,7 @@
 #include <nccl.h>
 
 #include "dtsim/core/version.hpp"
+#include "dtsim/core/utc_date.hpp"
 #include "dtsim/cuda/check.hpp"
 
 namespace dtsim::cuda {
@@ -51,15 +50,6 @@ nlohmann::json number_or_text(const std::string& s) {
 
 std::string version_text(int v, int major_scale, int minor_scale) {
   return fmt::format("{}.{}.{}", v / major_scale, v % major_scale / minor_scale, v % minor_scale);
-}
-
-std::string utc_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
 }
 
 // cuDNN is not linked (the backend runs no cuDNN kernel yet); its version is
@@ -125,7 +115,7 @@ nlohmann::json describe_gpu() {
                      {"machine", host},
                      {"compiler", __VERSION__},
                      {"dtsim_version", core::version()},
-                     {"date", utc_now()}};
+                     {"date", core::utc_now()}};
   int gpus = 0;
   check(cudaGetDeviceCount(&gpus));
   out["gpus"] = gpus;

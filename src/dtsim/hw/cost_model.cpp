@@ -72,10 +72,9 @@ core::Seconds CostModel::modelled(const OpWork& work, Dtype dtype) const {
   }
   // The kernels the op runs (kernel_calls, as the executor runs them): GEMMs
   // through the GEMM model, streaming kernels (unfused attention's softmax
-  // passes, norms, element-wise ops) at the reachable HBM rate. Attention's
-  // score GEMMs stay in 16 bits under FP8 (Transformer Engine's default).
-  const bool low_precision = dtype == Dtype::kFp8 || dtype == Dtype::kFp4;
-  const Dtype gemm_dtype = work.kind == model::OpKind::kAttention && low_precision ? Dtype::kBf16 : dtype;
+  // passes, norms, element-wise ops) at the reachable HBM rate, each GEMM in
+  // the dtype it runs in (hw::gemm_dtype: attention's stay bf16 under FP8).
+  const Dtype runs_in = gemm_dtype(work, dtype);
   Seconds total(0);
   for (const KernelCall& call : kernel_calls(work)) {
     if (call.family != KernelFamily::kGemm) {
@@ -83,8 +82,8 @@ core::Seconds CostModel::modelled(const OpWork& work, Dtype dtype) const {
       continue;
     }
     const model::GemmShape shape{call.gemm.m, call.gemm.n, call.gemm.k, call.count};
-    total += km.gemm(shape, gemm_dtype, operand_bytes(gemm_dtype));
-    if (gemm_dtype == Dtype::kFp8 || gemm_dtype == Dtype::kFp4) total += km.stream(fp8_cast_bytes(shape, work.backward));
+    total += km.gemm(shape, runs_in, operand_bytes(runs_in));
+    if (runs_in == Dtype::kFp8 || runs_in == Dtype::kFp4) total += km.stream(fp8_cast_bytes(shape, work.backward));
   }
   return total;
 }

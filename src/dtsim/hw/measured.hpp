@@ -71,8 +71,7 @@ struct GemmCallKey {
 };
 
 struct MeasuredKernels {
-  GemmTable gemm;               ///< the grid in gemm_dtype
-  Dtype gemm_dtype = Dtype::kFp32;
+  GemmTable gemm;  ///< the profile's main grid (its `gemm_dtype`), and any dtype without a grid of its own
   std::map<Dtype, GemmTable> gemm_by_dtype;       ///< grids in other dtypes (a GPU calibration)
   std::map<GemmCallKey, core::Seconds> gemm_calls;  ///< whole calls measured as a plan runs them
   std::array<SizeTable, 3> memory;  ///< by kMemoryFamilies order: copy, elementwise, reduction

@@ -73,7 +73,7 @@ GemmTable read_gemm_grid(core::JsonReader& parent, const std::string& key) {
 MeasuredKernels read_kernels(core::JsonReader k) {
   MeasuredKernels out;
   out.gemm = read_gemm_grid(k, "gemm");
-  if (k.has("gemm_dtype")) out.gemm_dtype = read_dtype(k, "gemm_dtype");
+  if (k.has("gemm_dtype")) read_dtype(k, "gemm_dtype");  // checked; the main grid serves every dtype without its own
   if (auto grids = k.optional_object("gemm_by_dtype")) {
     for (const auto& [name, ignored] : grids->raw().items()) {
       const std::optional<Dtype> dtype = parse_dtype(name);
