@@ -3,6 +3,8 @@
 // FlashAttention-2 and -3 tables) and against its own closed forms: waves,
 // stream-K, the causal mask, FP8.
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include <fmt/format.h>
@@ -204,6 +206,78 @@ TEST(KernelModel, ABadFigureIsOneLineNamingTheField) {
     FAIL() << "accepted an efficiency of 1.5";
   } catch (const core::InputError& e) {
     EXPECT_STREQ(e.what(), "bad.json: /kernel_model/gemm/tiles/0/efficiency: expected a fraction in (0, 1], got 1.5");
+  }
+}
+
+// The bundled H100 model against the whole GEMM calls measured on an H100
+// (calibrate/profiles/h100-sxm/profile.json: cuBLASLt, bf16, at the boost
+// clock the calibration idles back to). Aligned calls hold the tile model;
+// calls whose inner dimension is not a multiple of 16 bytes (an unpadded
+// vocabulary's data gradient, k = 50257) run 3-7x slower, which the
+// `misaligned_k` figures carry.
+TEST(KernelModel, GemmMatchesTheCallsMeasuredOnAnH100) {
+  const auto path = std::filesystem::path(DTSIM_SOURCE_DIR) / "calibrate/profiles/h100-sxm/profile.json";
+  const nlohmann::json profile = nlohmann::json::parse(std::ifstream(path));
+  hw::DeviceCatalog catalog;
+  const hw::KernelModel h100 = model_of(catalog, "H100-SXM");
+  double aligned_total = 0, worst_misaligned = 0;
+  int aligned = 0, misaligned = 0;
+  for (const auto& c : profile.at("kernels").at("gemm_calls")) {
+    const std::int64_t m = c.at("m"), n = c.at("n"), k = c.at("k"), count = c.at("count");
+    const double flops = 2.0 * m * n * k * count;
+    if (c.at("dtype") != "bf16" || flops < 1e11) continue;  // large enough to be compute-bound
+    const double predicted = h100.gemm({m, n, k, count}, hw::Dtype::kBf16, 2).value();
+    const double error = predicted / (c.at("median_us").get<double>() * 1e-6) - 1;
+    if (hw::k_alignment_bytes(k, 2) < 16) {
+      fmt::print("  misaligned {}x{}x{}: {:+.1f}%\n", m, n, k, 100 * error);
+      worst_misaligned = std::max(worst_misaligned, std::abs(error));
+      ++misaligned;
+    } else {
+      aligned_total += std::abs(error);
+      ++aligned;
+    }
+  }
+  ASSERT_GT(aligned, 100);
+  ASSERT_GE(misaligned, 5);
+  fmt::print("{} aligned calls: mean |error| {:.1f}%; {} misaligned: worst {:.1f}%\n", aligned,
+             100 * aligned_total / aligned, misaligned, 100 * worst_misaligned);
+  EXPECT_LE(aligned_total / aligned, 0.06);
+  EXPECT_LE(worst_misaligned, 0.10);  // without the figures: +240% to +570%
+}
+
+TEST(KernelModel, OnlyAMisalignedInnerDimensionCostsAndFp8AlignsTo16Bytes) {
+  EXPECT_EQ(hw::k_alignment_bytes(4096, 2), 16);
+  EXPECT_EQ(hw::k_alignment_bytes(50257, 2), 2);
+  EXPECT_EQ(hw::k_alignment_bytes(6282, 2), 4);
+  EXPECT_EQ(hw::k_alignment_bytes(12564, 2), 8);
+  EXPECT_EQ(hw::k_alignment_bytes(4104, 1), 8);  // FP8 needs k a multiple of 16 elements
+  EXPECT_EQ(hw::k_alignment_bytes(4097, 0.5), 0);
+  hw::DeviceCatalog catalog;
+  const hw::KernelModel h100 = model_of(catalog, "H100-SXM");
+  const double aligned = h100.gemm({2048, 2048, 50264, 1}, hw::Dtype::kBf16, 2).value();
+  EXPECT_GT(h100.gemm({2048, 2048, 50257, 1}, hw::Dtype::kBf16, 2).value(), 5 * aligned);
+  // An odd output width costs nothing: only the rows the k loop reads are misaligned.
+  EXPECT_NEAR(h100.gemm({2048, 50257, 2048, 1}, hw::Dtype::kBf16, 2).value(),
+              h100.gemm({2048, 50264, 2048, 1}, hw::Dtype::kBf16, 2).value(), 0.01 * aligned);
+  // A device without the measurement keeps the aligned rate.
+  const hw::KernelModel a100 = model_of(catalog, "A100-SXM-80GB");
+  EXPECT_NEAR(a100.gemm({2048, 2048, 50257, 1}, hw::Dtype::kBf16, 2).value(),
+              a100.gemm({2048, 2048, 50264, 1}, hw::Dtype::kBf16, 2).value(), 1e-5);
+}
+
+TEST(KernelModel, MisalignedRatesOutOfOrderAreOneLineNamingTheField) {
+  nlohmann::json p = nlohmann::json::parse(R"({"schema": "dtsim.profile/1", "device": "H100-SXM",
+    "kernel_model": {"sms": 132, "gemm": {"tiles": [{"m": 128, "n": 256, "efficiency": 1.0}], "pipeline_k": 128,
+    "launch": "4 us", "anchors": [{"dtype": "bf16", "rate": "794.5 TFLOP/s", "m": 2048, "n": 2048, "k": 13312,
+    "source": "x"}], "misaligned_k": {"rates": [{"alignment_bytes": 4, "efficiency": 0.3},
+    {"alignment_bytes": 2, "efficiency": 0.15}], "source": "x"}, "source": "x"},
+    "memory": {"fraction": 0.9, "launch": "2 us", "source": "x"}}})");
+  try {
+    hw::parse_profile(p, "bad.json");
+    FAIL() << "accepted rates out of order";
+  } catch (const core::InputError& e) {
+    EXPECT_STREQ(e.what(), "bad.json: /kernel_model/gemm/misaligned_k/rates/1/alignment_bytes: expected the rates in "
+                           "ascending alignment, each once");
   }
 }
 

@@ -82,8 +82,13 @@ core::Seconds CostModel::modelled(const OpWork& work, Dtype dtype) const {
       continue;
     }
     const model::GemmShape shape{call.gemm.m, call.gemm.n, call.gemm.k, call.count};
-    total += km.gemm(shape, runs_in, operand_bytes(runs_in));
-    if (runs_in == Dtype::kFp8 || runs_in == Dtype::kFp4) total += km.stream(fp8_cast_bytes(shape, work.backward));
+    // cuBLASLt has no FP8 kernel for an inner dimension that is not a
+    // multiple of 16 bytes (the GPU executor found none for a 50257-word
+    // vocabulary's data gradient): such a GEMM runs in bf16, uncast.
+    const bool narrow = runs_in == Dtype::kFp8 || runs_in == Dtype::kFp4;
+    const Dtype call_dtype = narrow && k_alignment_bytes(shape.k, operand_bytes(runs_in)) < 16 ? Dtype::kBf16 : runs_in;
+    total += km.gemm(shape, call_dtype, operand_bytes(call_dtype));
+    if (call_dtype == Dtype::kFp8 || call_dtype == Dtype::kFp4) total += km.stream(fp8_cast_bytes(shape, work.backward));
   }
   return total;
 }

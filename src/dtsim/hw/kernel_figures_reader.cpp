@@ -91,6 +91,21 @@ KernelFigures read_kernel_figures(core::JsonReader r) {
     }
     f.anchors.push_back(anchor);
   }
+  if (gemm.has("misaligned_k")) {
+    core::JsonReader misaligned = gemm.object("misaligned_k");
+    for (core::JsonReader& r : misaligned.objects("rates")) {
+      const auto alignment = r.integer("alignment_bytes");
+      if (alignment != 2 && alignment != 4 && alignment != 8) r.fail("alignment_bytes", fmt::format("expected 2, 4 or 8, got {}", alignment));
+      if (!f.misaligned_k.empty() && alignment <= f.misaligned_k.back().alignment_bytes) {
+        r.fail("alignment_bytes", "expected the rates in ascending alignment, each once");
+      }
+      f.misaligned_k.push_back({static_cast<int>(alignment), fraction(r, "efficiency")});
+      r.finish();
+    }
+    if (f.misaligned_k.empty()) misaligned.fail("rates", "expected at least one {alignment_bytes, efficiency}");
+    f.misaligned_k_source = misaligned.string("source");
+    misaligned.finish();
+  }
   bool sixteen = false;
   for (const GemmAnchor& a : f.anchors) sixteen |= a.dtype == Dtype::kBf16 || a.dtype == Dtype::kFp16;
   if (!sixteen) gemm.fail("anchors", "expected a bf16 or fp16 anchor (the other dtypes scale from it)");

@@ -50,6 +50,24 @@ std::string KernelFigures::attention_names() const {
   return out.empty() ? "none" : out;
 }
 
+int k_alignment_bytes(std::int64_t k, double operand_bytes) {
+  const double row_bytes = static_cast<double>(k) * operand_bytes;
+  int alignment = 16;
+  while (alignment > 0 && std::fmod(row_bytes, alignment) != 0) alignment /= 2;
+  return alignment;
+}
+
+double KernelFigures::misaligned_k_efficiency(std::int64_t k, double operand_bytes) const {
+  const int alignment = k_alignment_bytes(k, operand_bytes);
+  if (misaligned_k.empty() || alignment >= 16) return 1.0;
+  // The measured class at or below this alignment; below every measured one, the smallest.
+  double efficiency = misaligned_k.front().efficiency;
+  for (const MisalignedRate& r : misaligned_k) {
+    if (r.alignment_bytes <= alignment) efficiency = r.efficiency;
+  }
+  return efficiency;
+}
+
 KernelModel::KernelModel(const Device& device, std::shared_ptr<const KernelFigures> figures, Clocks clocks)
     : device_(device), figures_(std::move(figures)) {
   if (clocks == Clocks::kSustained && figures_->sustained) held_fraction_ = figures_->sustained->held_fraction;
@@ -122,8 +140,9 @@ core::Seconds KernelModel::gemm_at(const model::GemmShape& shape, Dtype dtype, d
   const double rate = core_rate_[index(dtype)];
   // No shape runs faster than the best one a search over shapes found.
   const double flops = 2.0 * m * n * k * batch;
-  const double compute =
-      rate > 0 ? std::max(tile_work(shape) / rate, flops / ceiling_[index(dtype)]) / held_fraction : 0;
+  const double compute = rate > 0 ? std::max(tile_work(shape) / rate, flops / ceiling_[index(dtype)]) / held_fraction /
+                                        figures_->misaligned_k_efficiency(shape.k, operand_bytes)
+                                  : 0;
   const double bytes = batch * ((m * k + k * n) * operand_bytes + m * n * 2.0);
   const double memory = bytes / (device_.hbm_bandwidth.value() * figures_->memory_fraction);
   return figures_->gemm_launch + core::Seconds(std::max(compute, memory));

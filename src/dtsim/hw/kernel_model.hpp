@@ -32,6 +32,12 @@
 /// with s_eff the keys a query block sees on average (s, or s/2 causal). The
 /// backward does 2.5x the forward's FLOPs at its own utilization.
 ///
+/// Alignment. A GEMM whose inner dimension k is not a multiple of 16 bytes
+/// runs a kernel for a smaller alignment at the measured share of the aligned
+/// rate (`misaligned_k`): an unpadded vocabulary's data-gradient GEMM, whose
+/// k is the vocabulary, is the common case. Only the inner dimension
+/// matters: an output width of 50257 costs nothing measurable.
+///
 /// Clocks. The GEMM and attention figures are measured in short benchmark
 /// loops, at the boost clock. A training step keeps the tensor cores busy for
 /// minutes, the board reaches its power limit and the SM clock settles lower:
@@ -76,6 +82,16 @@ struct AttentionKernel {
   std::string source;
 };
 
+/// A GEMM whose inner dimension k is not a multiple of 16 bytes of operand
+/// (8 bf16 elements): the library cannot use its 16-byte vectorised loads
+/// and runs a kernel for the smaller alignment instead, at this share of the
+/// aligned rate. `alignment_bytes`: the largest power of two dividing
+/// k x operand bytes (2, 4 or 8).
+struct MisalignedRate {
+  int alignment_bytes = 2;
+  double efficiency = 1.0;
+};
+
 /// What a saturated device holds of its boost-clock burst rate, measured.
 struct SustainedRate {
   double held_fraction = 1.0;  ///< held / burst, of tensor-core work
@@ -92,6 +108,8 @@ struct KernelFigures {
   std::vector<GemmTile> tiles;
   double stream_k_efficiency = 0;   ///< 0: the library runs no stream-K schedule
   std::vector<GemmAnchor> anchors;  ///< at most one per dtype
+  std::vector<MisalignedRate> misaligned_k;  ///< by alignment, ascending; empty: not measured, no penalty
+  std::string misaligned_k_source;
   core::Seconds gemm_launch;
   core::Seconds memory_launch;
   double memory_fraction = 0.85;    ///< of the HBM datasheet rate a streaming kernel reaches
@@ -105,10 +123,18 @@ struct KernelFigures {
   [[nodiscard]] const AttentionKernel* find_attention(std::string_view name) const;
   /// "flash2, flash1, triton", or "none": for error messages.
   [[nodiscard]] std::string attention_names() const;
+  /// The share of the aligned rate a GEMM of inner dimension k runs at: 1
+  /// when k x operand bytes is a multiple of 16, or no rate was measured.
+  [[nodiscard]] double misaligned_k_efficiency(std::int64_t k, double operand_bytes) const;
 };
 
 /// Bytes of one GEMM operand element: FP8 1, fp32/tf32 4, 16-bit 2.
 double operand_bytes(Dtype dtype);
+
+/// The alignment of a GEMM's rows along its inner dimension: the largest
+/// power of two up to 16 dividing k x operand bytes (16: aligned; 0 for a
+/// fraction of a byte).
+int k_alignment_bytes(std::int64_t k, double operand_bytes);
 
 /// FLOPs of attention over `heads` (batch x heads) of seq x head_dim, in
 /// FlashAttention's convention: 4·s²·d per head forward, half of it under a
