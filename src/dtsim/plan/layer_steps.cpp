@@ -47,6 +47,11 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
     w.gemm.m *= r_.s.mbs;
     w.gemm.n = std::max<std::int64_t>(1, w.gemm.n / tp);
   }
+  if (const double padding = vocab_padding(op); padding > 1.0) {
+    w.flops = w.flops * padding;
+    w.bytes_moved = w.bytes_moved * padding;
+    if (op.kind == model::OpKind::kGemm) w.gemm.n = padded_vocab() / r_.s.tp;
+  }
   if (op.expert && r_.s.capacity_factor > 0) {
     // Padded to capacity: every expert computes capacity_factor times its even share.
     const double cf = r_.s.capacity_factor;
@@ -55,6 +60,28 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
     w.gemm.m = static_cast<std::int64_t>(std::llround(static_cast<double>(w.gemm.m) * cf));
   }
   return w;
+}
+
+// Megatron-LM pads the vocabulary to a multiple of 128 x tp
+// (--make-vocab-size-divisible-by 128, _vocab_size_with_padding) so that
+// each rank's slice of the output layer is a multiple of 128: its GEMMs stay
+// aligned (a 50257-word vocabulary's data gradient runs 6x slower unpadded)
+// at the cost of the padded columns. PyTorch models run the vocabulary as
+// their config states it.
+std::int64_t LayerSteps::padded_vocab() const {
+  const std::int64_t vocab = graph_.transformer ? graph_.transformer->vocab : 0;
+  if (r_.s.framework != Framework::kMegatron || vocab <= 0) return vocab;
+  const std::int64_t multiple = std::int64_t{128} * r_.s.tp;
+  return (vocab + multiple - 1) / multiple * multiple;
+}
+
+// The share of work the padding adds to an op over the vocabulary (the
+// output layer and its cross entropy); 1 for every other op.
+double LayerSteps::vocab_padding(const model::Op& op) const {
+  if (!graph_.transformer || op.name.rfind("head.", 0) != 0) return 1.0;
+  const std::int64_t vocab = graph_.transformer->vocab;
+  const bool over_vocab = (op.kind == model::OpKind::kGemm && op.gemm.n == vocab) || op.kind == model::OpKind::kLoss;
+  return over_vocab && vocab > 0 ? static_cast<double>(padded_vocab()) / static_cast<double>(vocab) : 1.0;
 }
 
 // Bytes an op's kernels move on this rank; `samples` is the micro-batch over
