@@ -105,6 +105,32 @@ void llm_foundry(const json& c, std::vector<Case>& out) {
   out.push_back(k);
 }
 
+// llm-foundry's MPT tables, the rows outside ../shared: as llm_foundry above,
+// with the row's precision (amp_fp8: Transformer Engine's FP8 GEMMs). Each
+// GPU and precision is a source of its own in the table.
+void llm_foundry_table(const json& table, std::vector<Case>& out) {
+  for (const json& row : table["rows"]) {
+    const json& m = table["models"][row["model"].get<std::string>()];
+    const std::string gpu = row["gpu"], precision = row["precision"];
+    const bool fp8 = precision.find("fp8") != std::string::npos;
+    Case k;
+    k.id = row["id"];
+    k.generation = gpu.find("h100") != std::string::npos ? "H100" : "A100";
+    k.source = gpu == "h100_80gb" ? (fp8 ? "llm-foundry H100 fp8" : "llm-foundry H100 bf16")
+                                  : gpu == "a100_80gb" ? "llm-foundry A100 80GB" : "llm-foundry A100 40GB";
+    k.model = transformer(k.id, m["layers"], m["hidden"], m["heads"], m["ffn_hidden"], m["vocab"], row["seq_len"], "alibi");
+    k.cluster = k.generation == "H100" ? "dgx-h100" : gpu == "a100_40gb" ? "dgx-a100-40gb" : "dgx-a100";
+    k.gpus = row["gpus"];
+    k.nodes = std::max(1, k.gpus / 8);
+    k.strategy = fmt::format("framework=pytorch,dp={},zero=3,mbs={},gbs={},dtype={},attention=triton,recompute={}",
+                             k.gpus, row["microbatch"].get<int>(), row["global_batch"].get<int>(), fp8 ? "fp8" : "bf16",
+                             row["activation_checkpointing"].get<bool>() ? "full" : "none");
+    k.metric = Metric::kTokensPerGpu;
+    k.measured = row["tokens_per_sec_per_gpu"];
+    out.push_back(k);
+  }
+}
+
 // FlashAttention-2's Table 1: GPT-3 1.3B and 2.7B on 8 A100 80GB; the batch
 // layout is not stated: data parallel over 8 GPUs, 16k tokens per micro-batch.
 void flash_attention_2(const json& c, std::vector<Case>& out) {
@@ -190,6 +216,10 @@ const std::vector<Source>& sources() {
       {"flashattention-2", "data parallel over 8 GPUs; 16k tokens per micro-batch; 4 micro-batches per step; "
                            "GPT-3 vocabulary 50257; learned positions"},
       {"megatron-sc21", "interleaving 2 where layers/pp is even, else 1 (not stated per row)"},
+      {"llm-foundry H100 bf16", "as llm-foundry-mpt; the H100 nodes as dgx-h100 (the source does not state their network)"},
+      {"llm-foundry H100 fp8", "as llm-foundry H100 bf16, the GEMMs in FP8 as Transformer Engine runs them (amp_fp8)"},
+      {"llm-foundry A100 80GB", "as llm-foundry-mpt"},
+      {"llm-foundry A100 40GB", "as llm-foundry-mpt; the nodes as dgx-a100-40gb (the source: 1600 Gb/s RoCE per node)"},
       {"ml-engineering", "ZeRO-2 as dtsim's zero=2 (DeepSpeed's bucketing and its blocking parameter "
                                   "all-gather after the step as modelled); the bf16 model's weights as AMP's fp32 in memory"},
   };
@@ -229,6 +259,7 @@ std::vector<Case> outside_shared_cases() {
   for (const json& c : all["cases"]) {
     if (c["id"].get<std::string>().rfind("mleng_", 0) == 0) ml_engineering(c, out);
   }
+  llm_foundry_table(load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "llm-foundry-mpt.json"), out);
   return out;
 }
 

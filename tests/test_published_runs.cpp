@@ -141,15 +141,28 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
 }
 
 // Runs published outside ../shared, in the repository with their sources: the
-// H200 and B200 rows dtsim had no check on. dtsim is optimistic on both (the
-// README says by how much); the bounds hold today's error so it cannot grow unseen.
+// H200 and B200 rows dtsim had no check on, and the 185 rows of llm-foundry's
+// MPT tables that shared/ does not hold. The bounds hold today's error so it
+// cannot grow unseen (the README says where it comes from).
 TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
   const std::vector<Case> cases = validation::outside_shared_cases();
-  ASSERT_EQ(cases.size(), 2U);
+  ASSERT_EQ(cases.size(), 2U + 185U);
   const auto [by_source, all] = run_table(cases);
-  EXPECT_LE(all.mean(), 0.21);
-  for (const auto& [name, s] : by_source) EXPECT_LE(s.worst, 0.31) << name;
-  for (const auto& [name, s] : by_source) EXPECT_GT(s.lowest, 0.0) << name << ": no longer optimistic; tighten the bound";
+  struct Bound {
+    double mean, worst;
+  };
+  const std::map<std::string, Bound> bound = {{"ml-engineering", {0.21, 0.31}},
+                                              {"llm-foundry H100 bf16", {0.13, 0.40}},
+                                              {"llm-foundry H100 fp8", {0.09, 0.18}},
+                                              {"llm-foundry A100 80GB", {0.06, 0.40}},
+                                              {"llm-foundry A100 40GB", {0.085, 0.49}}};
+  for (const auto& [name, s] : by_source) {
+    ASSERT_TRUE(bound.count(name)) << name;
+    EXPECT_LE(s.mean(), bound.at(name).mean) << name;
+    EXPECT_LE(s.worst, bound.at(name).worst) << name;
+  }
+  const Summary& mleng = by_source.at("ml-engineering");
+  EXPECT_GT(mleng.lowest, 0.0) << "ml-engineering: no longer optimistic; tighten the bound";
 }
 
 }  // namespace
