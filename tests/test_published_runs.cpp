@@ -29,6 +29,7 @@ struct Result {
   Case c;
   double predicted = 0;
   double error = 0;  ///< positive: optimistic
+  bool fits = true;  ///< dtsim's own memory model: the assumed layout fits the GPU
 };
 
 double predicted_metric(const Case& c, const model::Graph& graph, double step_s, double global_batch) {
@@ -66,7 +67,7 @@ Result predict(const Case& c) {
   driver::SimulationRequest request;
   request.strategy = c.strategy;
   driver::Prediction p = driver::predict(graph, cluster, request);
-  Result r{c, predicted_metric(c, graph, p.report.step_time.value(), p.strategy.s.gbs), 0};
+  Result r{c, predicted_metric(c, graph, p.report.step_time.value(), p.strategy.s.gbs), 0, p.report.fits_in_memory};
   r.error = c.metric == Metric::kIterationTime ? c.measured / r.predicted - 1 : r.predicted / c.measured - 1;
   return r;
 }
@@ -105,7 +106,10 @@ std::pair<std::map<std::string, Summary>, Summary> run_table(const std::vector<C
   std::string source;
   for (const Result& r : results) {
     if (r.c.source != source) fmt::print("-- {}\n", source = r.c.source);
-    fmt::print("{:<44} {:>5} {:>12.4g} {:>12.4g} {:>+7.1f}%\n", r.c.id, r.c.gpus, r.c.measured, r.predicted, 100 * r.error);
+    // A layout dtsim says does not fit is not what the source ran (it must
+    // have recomputed or used smaller micro-batches): its row is suspect.
+    fmt::print("{:<44} {:>5} {:>12.4g} {:>12.4g} {:>+7.1f}%{}\n", r.c.id, r.c.gpus, r.c.measured, r.predicted, 100 * r.error,
+               r.fits ? "" : "  (does not fit: the assumed layout is not the source's)");
     by_source[r.c.source].add(r.error);
     by_generation[r.c.generation].add(r.error);
     all.add(r.error);
