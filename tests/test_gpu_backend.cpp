@@ -20,7 +20,9 @@ namespace {
 
 driver::SimulationRequest one_gpu(const std::string& model, const std::string& strategy,
                                   std::optional<std::string> profile = std::nullopt) {
-  return {model, "dgx-h100", strategy, std::nullopt, std::nullopt, std::move(profile), true, {}, {}};
+  driver::SimulationRequest request{model, "dgx-h100", strategy, std::nullopt, std::nullopt, std::move(profile), true, {}, {}};
+  request.every_rank_tasks = true;  // as dtsim run and validate ask for the executor
+  return request;
 }
 
 TEST(GpuBackend, APlansGemmCallsAreDistinctAndRunInTheirDtype) {

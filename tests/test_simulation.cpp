@@ -10,6 +10,7 @@
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/driver/explain.hpp"
 #include "dtsim/driver/simulation.hpp"
+#include "dtsim/report/writers.hpp"
 #include "scratch_dir.hpp"
 
 using namespace dtsim;
@@ -26,8 +27,45 @@ TEST(Simulation, FullModeAgreesWithOneRankPerStageOnSymmetricInput) {
   driver::Simulation full = run("ddp,gbs=32", 2, true);
   EXPECT_EQ(rep.timeline.makespan, full.timeline.makespan);
   EXPECT_DOUBLE_EQ(rep.report.mfu, full.report.mfu);
-  EXPECT_EQ(full.tasks.simulated.size(), 16u);
+  EXPECT_EQ(full.tasks.spmd_ranks.size(), 16u);  // every rank runs
   EXPECT_EQ(rep.tasks.simulated.size(), 1u);
+}
+
+// --full without every rank's tasks in memory (issue 16): each rank replays
+// its stage's tasks on its own groups, and the prediction is the one that
+// every rank's own tasks give, to the byte of the JSON report, under
+// pipelines, interleaving, ZeRO-3, context and expert parallelism, an expert
+// grid and the flow-level network.
+TEST(Simulation, SpmdRanksReplayWhatEveryRanksOwnTasksPredict) {
+  struct Case {
+    std::string model, cluster, strategy;
+    int nodes;
+    sim::NetworkMode network;
+  };
+  const std::vector<Case> cases = {
+      {"gpt3-175b", "superpod-a100", "tp=8,pp=8,dp=2,gbs=64,mbs=1,recompute=full", 16, sim::NetworkMode::kAnalytic},
+      {"llama2-7b", "dgx-h100", "zero3,gbs=64", 4, sim::NetworkMode::kAnalytic},
+      {"llama2-7b", "dgx-h100", "tp=2,pp=2,dp=8,gbs=64,vpp=2", 4, sim::NetworkMode::kAnalytic},
+      {"mixtral-8x7b", "dgx-h100", "tp=4,ep=8,etp=1,dp=8,gbs=64,sp=on", 4, sim::NetworkMode::kAnalytic},
+      {"llama3-8b", "dgx-h100", "cp=2,tp=2,dp=4,gbs=16", 2, sim::NetworkMode::kAnalytic},
+      {"llama2-7b", "dgx-h100", "tp=2,pp=2,dp=8,gbs=64", 4, sim::NetworkMode::kFlow},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.model + " " + c.strategy);
+    driver::SimulationRequest request{c.model, c.cluster, c.strategy, c.nodes, std::nullopt, std::nullopt, true, {}, {}};
+    request.network = c.network;
+    driver::Simulation spmd = driver::simulate(request);
+    request.every_rank_tasks = true;
+    driver::Simulation every = driver::simulate(request);
+    EXPECT_EQ(report::to_json(spmd.report).dump(), report::to_json(every.report).dump());
+    EXPECT_EQ(spmd.timeline.makespan, every.timeline.makespan);
+    EXPECT_EQ(spmd.timeline.events, every.timeline.events);
+    // One rank's tasks per stage in memory, every rank replayed.
+    EXPECT_EQ(spmd.tasks.simulated.size(), static_cast<std::size_t>(spmd.strategy.s.pp));
+    EXPECT_EQ(spmd.tasks.spmd_ranks.size(), static_cast<std::size_t>(spmd.strategy.world));
+    EXPECT_EQ(every.tasks.simulated.size(), static_cast<std::size_t>(every.strategy.world));
+    EXPECT_LT(spmd.tasks.tasks.size() * 4, every.tasks.tasks.size());
+  }
 }
 
 TEST(Simulation, OverlapHidesGradientCommunication) {
@@ -86,7 +124,7 @@ TEST(Simulation, FullModeAgreesWithDefaultModeUnderTensorAndPipelineParallelism)
   EXPECT_EQ(rep.timeline.makespan, full.timeline.makespan);
   EXPECT_DOUBLE_EQ(rep.report.peak_bytes.value(), full.report.peak_bytes.value());
   EXPECT_EQ(rep.tasks.simulated.size(), 2u);
-  EXPECT_EQ(full.tasks.simulated.size(), 16u);
+  EXPECT_EQ(full.tasks.spmd_ranks.size(), 16u);
 }
 
 TEST(Simulation, FullRecomputationCostsAForwardAndSavesMemory) {
@@ -452,17 +490,31 @@ TEST(Simulation, CapacityFactorPadsExpertsAndTheirAllToAll) {
 }
 
 // A plan is refused before it is built when it would need more memory than
-// the machine has: the line says what it would need and what to change, and
-// the symmetric mode of the same run, a thousandth of the tasks, goes ahead.
+// the machine has: the line says what it would need and what to change.
+// Every rank's tasks (for a trace of --full) need 1.3 GiB here; --full
+// replaying one rank's tasks per stage needs a tenth of it and goes ahead
+// in 0.5 GiB, and the symmetric mode, a thousandth of the tasks, in less.
 TEST(Simulation, APlanLargerThanTheMemoryIsRefusedBeforeItIsBuilt) {
   driver::SimulationRequest request{"gpt3-175b", "superpod-a100", "tp=8,pp=8,gbs=1536,mbs=1", 128, {}, {}, true, {}, {}};
   request.memory_budget = core::Bytes(0.5 * 1073741824.0);
+  request.every_rank_tasks = true;
   try {
     driver::simulate(request);
     FAIL() << "1024 ranks x 12 layers x 96 micro-batches need more than 0.5 GiB";
   } catch (const core::InputError& e) {
     EXPECT_STREQ(e.what(), "--strategy: /gbs: the plan would hold about 7.2e+06 tasks for 96 micro-batches on 1024 "
                            "lowered ranks: about 1.3 GiB and 8 s; this machine has 0.5 GiB available: drop --full (one "
+                           "rank per stage is simulated, the others are its copies)");
+  }
+  request.every_rank_tasks = false;
+  EXPECT_GT(driver::simulate(request).report.step_time.value(), 0);
+  request.memory_budget = core::Bytes(0.05 * 1073741824.0);
+  try {
+    driver::simulate(request);
+    FAIL() << "1024 replayed ranks need more than 0.05 GiB";
+  } catch (const core::InputError& e) {
+    EXPECT_STREQ(e.what(), "--strategy: /gbs: the plan would hold about 7.2e+06 tasks for 96 micro-batches on 1024 "
+                           "replayed ranks: about 0.1 GiB and 8 s; this machine has 0.1 GiB available: drop --full (one "
                            "rank per stage is simulated, the others are its copies)");
   }
   request.full = false;

@@ -27,7 +27,9 @@ namespace dtsim::cli {
 namespace {
 
 driver::SimulationRequest request_for(const RunOptions& o, std::optional<std::string> profile) {
-  return {o.model, o.cluster, o.strategy, std::nullopt, std::nullopt, std::move(profile), true, {}, {}};
+  driver::SimulationRequest request{o.model, o.cluster, o.strategy, std::nullopt, std::nullopt, std::move(profile), true, {}, {}};
+  request.every_rank_tasks = true;  // the executor runs the ranks' own tasks
+  return request;
 }
 
 // Checked before the GPU is touched: a GPU cluster and a plan of one GPU.

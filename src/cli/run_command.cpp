@@ -46,6 +46,7 @@ void add_common(CLI::App* cmd, RunOptions& o) {
 // What every rank needs: the plan with all ranks lowered, and its prediction.
 driver::Simulation plan_for(const RunOptions& o, const std::string& profile) {
   driver::SimulationRequest request{o.model, o.cluster, o.strategy, std::nullopt, std::nullopt, profile, true, {}, {}};
+  request.every_rank_tasks = true;  // each rank executes its own tasks
   driver::Simulation sim = driver::simulate(request);
   if (sim.tasks.ps_shards > 0) {
     throw core::InputError("--strategy", "/ps", "the real executor does not run parameter servers; simulate them instead");

@@ -99,6 +99,8 @@ int run_simulate(const SimulateOptions& o, std::ostream& out) {
   const std::string strategy = launch_strategy(o, seq_len);
   driver::SimulationRequest request{o.model, o.cluster, strategy, o.nodes, seq_len, o.profile, o.full, o.worker_speed, {}};
   request.network = o.network == "flow" ? sim::NetworkMode::kFlow : sim::NetworkMode::kAnalytic;
+  // A trace or report of --full shows every rank, so it needs their tasks.
+  request.every_rank_tasks = o.trace.has_value() || o.html.has_value();
   driver::Simulation sim = driver::simulate(request);
   if (o.trace) {
     std::ofstream file(*o.trace);

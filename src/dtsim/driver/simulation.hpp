@@ -57,6 +57,11 @@ struct SimulationRequest {
   /// Memory the plan may take; unset: what the kernel says is available
   /// (MemAvailable). A plan that would need more is refused before it is built.
   std::optional<core::Bytes> memory_budget = std::nullopt;
+  /// With `full`: lower every rank's tasks, for a trace or report that shows
+  /// them all. Otherwise the graph holds one rank's tasks per stage and the
+  /// replay runs every rank from them (the same prediction in a fraction of
+  /// the memory).
+  bool every_rank_tasks = false;
 };
 
 struct Simulation {

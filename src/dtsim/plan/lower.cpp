@@ -21,7 +21,7 @@ class Lowering {
  public:
   Lowering(const model::Graph& graph, const ResolvedStrategy& r, const LowerOptions& options,
            core::Bytes runtime_allowance, int gpus_per_node)
-      : runtime_allowance_(runtime_allowance), full_(options.full), graph_(graph), r_(r), layout_(r), virtual_stages_(r.s.pp * r.s.vpp), chunks_(stage_layers(graph, r.s)),
+      : runtime_allowance_(runtime_allowance), full_(options.full), spmd_ranks_(options.spmd_ranks && !options.full), graph_(graph), r_(r), layout_(r), virtual_stages_(r.s.pp * r.s.vpp), chunks_(stage_layers(graph, r.s)),
         steps_(graph, r, tg_.kernels) {
     tg_.world = r.world;
     if (r.expert_grid()) experts_.emplace(r);
@@ -68,6 +68,7 @@ class Lowering {
         const std::optional<ExpertGrid::Span> span = expert_span(g.kind);
         g.copies = span ? experts_->copies(g.ranks, *span) : layout_.copies(g.ranks);
       }
+      if (spmd_ranks_) add_spmd_ranks();
     }
     return std::move(tg_);
   }
@@ -100,6 +101,45 @@ class Lowering {
     // gather with a bounded prefetch waits for the one that frees its slot.
     std::vector<std::uint32_t> layers_done;
   };
+
+  // Every rank of each stage runs its simulated rank's tasks: each copy of
+  // a group becomes a group of its own, each call one per copy, and each
+  // rank learns, per call, which one it makes (TaskGraph::spmd_ranks).
+  void add_spmd_ranks() {
+    const std::size_t groups = tg_.groups.size(), calls = tg_.calls.size();
+    const auto world = static_cast<std::size_t>(tg_.world);
+    std::vector<std::vector<int>> concrete(groups);      // per group: itself, then each copy's group
+    std::vector<std::vector<int>> copy_of_rank(groups);  // per group and rank: which of them it is in (-1: none)
+    for (std::size_t gi = 0; gi < groups; ++gi) {
+      const GroupKind kind = tg_.groups[gi].kind;
+      std::vector<std::vector<int>> copies = std::move(tg_.groups[gi].copies);
+      tg_.groups[gi].copies.clear();
+      copy_of_rank[gi].assign(world, -1);
+      for (int r : tg_.groups[gi].ranks) copy_of_rank[gi][static_cast<std::size_t>(r)] = 0;
+      concrete[gi].push_back(static_cast<int>(gi));
+      for (std::vector<int>& ranks : copies) {
+        for (int r : ranks) copy_of_rank[gi][static_cast<std::size_t>(r)] = static_cast<int>(concrete[gi].size());
+        concrete[gi].push_back(group(kind, std::move(ranks)));
+      }
+    }
+    std::vector<std::vector<int>> concrete_calls(calls);  // per call: the same call on each of its group's copies
+    for (std::size_t c = 0; c < calls; ++c) {
+      const CommCall call_c = tg_.calls[c];
+      for (int g : concrete[static_cast<std::size_t>(call_c.group)]) concrete_calls[c].push_back(call(call_c.op, g, call_c.bytes));
+    }
+    tg_.spmd_template_calls = calls;
+    const int all = RankLayout::kT | RankLayout::kC | RankLayout::kE | RankLayout::kD;
+    for (std::size_t s = 0; s < tg_.simulated.size(); ++s) {
+      // The order --full lowers them in, so both replays break ties alike.
+      for (int rank : layout_.group(Coord{0, 0, 0, 0, tg_.simulated[s].stage}, all)) {
+        tg_.spmd_ranks.push_back({rank, static_cast<int>(s)});
+        for (std::size_t c = 0; c < calls; ++c) {
+          const int j = copy_of_rank[static_cast<std::size_t>(tg_.calls[c].group)][static_cast<std::size_t>(rank)];
+          tg_.spmd_calls.push_back(j < 0 ? TaskGraph::kNoCall : static_cast<std::uint32_t>(concrete_calls[c][static_cast<std::size_t>(j)]));
+        }
+      }
+    }
+  }
 
   // Groups the expert grid forms (when the experts have one), by what they span.
   std::optional<ExpertGrid::Span> expert_span(GroupKind kind) const {
@@ -495,6 +535,7 @@ class Lowering {
 
   core::Bytes runtime_allowance_;
   bool full_;
+  bool spmd_ranks_;
   const model::Graph& graph_;
   const ResolvedStrategy& r_;
   RankLayout layout_;

@@ -19,6 +19,10 @@ struct LowerOptions {
   /// Every rank gets tasks. Otherwise only one rank per pipeline stage does
   /// (SPMD symmetry), its collectives still costed on the real groups.
   bool full = false;
+  /// Without `full`: every rank runs its stage's simulated rank's tasks on
+  /// its own copies of the groups (TaskGraph::spmd_ranks), so the replay
+  /// simulates every rank while the graph holds one rank's tasks per stage.
+  bool spmd_ranks = false;
 };
 
 TaskGraph lower(const model::Graph& graph, const ResolvedStrategy& strategy, const topo::Cluster& cluster,

@@ -106,6 +106,15 @@ struct RankInfo {
   StaticMemory memory;
 };
 
+/// `simulate --full` without every rank's tasks in memory (issue 16): a rank
+/// that runs the program of a simulated rank of its stage, on its own copy
+/// of each of that rank's groups (SPMD: the lowering is the same for every
+/// rank of a stage but for the groups).
+struct SpmdRank {
+  int rank = 0;
+  int simulated = 0;  ///< index into TaskGraph::simulated of the rank whose tasks it runs
+};
+
 struct TaskGraph {
   int world = 1;
   hw::Dtype dtype = hw::Dtype::kBf16;
@@ -122,6 +131,15 @@ struct TaskGraph {
   int ps_shards = 0;
   int iterations = 1;
   std::vector<ActivationChange> activation_changes;
+  /// Empty: the simulated ranks alone run. Otherwise every rank of the world
+  /// in the order the replay runs them (the simulated ones among them), and
+  /// for each, per call of the graph's simulated ranks, the call it makes
+  /// instead (`spmd_calls[k * spmd_template_calls + call]`; kNoCall where the
+  /// call is another stage's). The groups' `copies` are then groups of their own.
+  std::vector<SpmdRank> spmd_ranks;
+  std::vector<std::uint32_t> spmd_calls;
+  std::size_t spmd_template_calls = 0;
+  static constexpr std::uint32_t kNoCall = 0xffffffffu;
 
   [[nodiscard]] int simulated_index(int rank) const;
 

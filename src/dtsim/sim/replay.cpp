@@ -26,58 +26,74 @@ bool reverse_direction(const Task& t) { return t.phase == plan::Phase::kBackward
 class Replay {
  public:
   Replay(const plan::TaskGraph& graph, const TaskCosts& costs)
-      : g_(graph), costs_(costs), flow_(!costs.call_plan.empty()), links_(costs.link_capacity) {
-    const std::size_t n = graph.tasks.size();
+      : g_(graph), costs_(costs), flow_(!costs.call_plan.empty()), links_(costs.link_capacity),
+        copied_(!graph.spmd_ranks.empty()) {
+    const std::size_t n = graph.tasks.size(), sims = graph.simulated.size();
     timeline_.spans.assign(n, {});
-    remaining_.assign(n, 0);
+    std::vector<int> sim_of_rank(static_cast<std::size_t>(graph.world), -1);
+    for (std::size_t i = 0; i < sims; ++i) sim_of_rank[static_cast<std::size_t>(graph.simulated[i].rank)] = static_cast<int>(i);
+    build_instances(sim_of_rank);
     index_of_rank_.assign(static_cast<std::size_t>(graph.world), -1);
-    for (std::size_t i = 0; i < graph.simulated.size(); ++i) index_of_rank_[static_cast<std::size_t>(graph.simulated[i].rank)] = static_cast<int>(i);
-    streams_.assign(graph.simulated.size() * plan::kStreamCount, {});
-    build_successors();
+    for (std::size_t i = 0; i < instances_.size(); ++i) index_of_rank_[static_cast<std::size_t>(instances_[i].rank)] = static_cast<int>(i);
+    // Each simulated rank's streams in program order; its copies walk the same lists.
+    template_queues_.assign(sims * plan::kStreamCount, {});
     for (std::uint32_t id = 0; id < n; ++id) {
       const Task& t = graph.tasks[id];
+      if (!ordered(t)) continue;
+      template_queues_[static_cast<std::size_t>(sim_of_rank[static_cast<std::size_t>(t.rank)]) * plan::kStreamCount +
+                       stream_index(t)].push_back(id);
+    }
+    streams_.assign(instances_.size() * plan::kStreamCount, {});
+    for (std::size_t i = 0; i < streams_.size(); ++i) {
+      streams_[i].queue = &template_queues_[instances_[i / plan::kStreamCount].simulated * plan::kStreamCount + i % plan::kStreamCount];
+    }
+    build_successors();
+    remaining_.assign(total_, 0);
+    for (std::uint32_t id = 0; id < total_; ++id) {
+      const Task& t = graph.tasks[template_id(id)];
       remaining_[id] = t.deps_end - t.deps_begin;
-      if (ordered(t)) streams_[stream_of(t)].queue.push_back(id);
     }
     members_.assign(graph.groups.size(), 0);
     for (std::size_t gi = 0; gi < graph.groups.size(); ++gi) {
       for (int r : graph.groups[gi].ranks) members_[gi] += index_of_rank_[static_cast<std::size_t>(r)] >= 0 ? 1 : 0;
     }
-    const std::size_t ranks = graph.simulated.size();
+    const std::size_t ranks = instances_.size();
     contended_ = costs.contention.sms > 0;
     if (contended_) {
-      timeline_.contention_delay.assign(ranks, Nanoseconds{0});
+      timeline_.contention_delay.assign(sims, Nanoseconds{0});
       running_.resize(ranks);
       busy_sms_.assign(ranks, 0);
       busy_hbm_.assign(ranks, 0.0);
     }
     in_use_.resize(ranks);
-    timeline_.memory.resize(ranks);
-    timeline_.peak_memory.resize(ranks);
-    for (std::size_t i = 0; i < ranks; ++i) {
-      in_use_[i] = graph.simulated[i].memory.total();
-      timeline_.peak_memory[i] = in_use_[i];
-      timeline_.memory[i].push_back({Nanoseconds{0}, in_use_[i]});
-    }
+    peak_.resize(ranks);
+    for (std::size_t i = 0; i < ranks; ++i) peak_[i] = in_use_[i] = graph.simulated[instances_[i].simulated].memory.total();
+    timeline_.memory.resize(sims);
+    for (std::size_t i = 0; i < sims; ++i) timeline_.memory[i].push_back({Nanoseconds{0}, graph.simulated[i].memory.total()});
   }
 
   plan::Timeline run() {
     for (std::size_t s = 0; s < streams_.size(); ++s) poke(s);
-    for (std::uint32_t id = 0; id < g_.tasks.size(); ++id) {
-      if (!ordered(g_.tasks[id]) && remaining_[id] == 0) release(id);
+    for (std::uint32_t id = 0; id < total_; ++id) {
+      if (!ordered(g_.tasks[template_id(id)]) && remaining_[id] == 0) release(id);
     }
     while (!queue_.empty()) {
       EventQueue::Event e = queue_.pop();
       now_ = e.time;
       if (e.payload & kTransferEvent) {
         on_transfer_event(e.payload & ~kTransferEvent, e.sequence);
-      } else if (!contended_ || g_.tasks[e.payload].kind != TaskKind::kCompute || end_running(e.payload, e.sequence)) {
+      } else if (!contended_ || g_.tasks[template_id(e.payload)].kind != TaskKind::kCompute ||
+                 end_running(e.payload, e.sequence)) {
         finish(e.payload);
       }
     }
-    for (const plan::TaskSpan& span : timeline_.spans) {
-      if (span.end.count < 0) throw std::logic_error("replay deadlocked: a task never ran (inconsistent TaskGraph)");
-      timeline_.makespan = std::max(timeline_.makespan, span.end);
+    if (finished_ != total_) throw std::logic_error("replay deadlocked: a task never ran (inconsistent TaskGraph)");
+    timeline_.makespan = last_end_;
+    // A stage's peak is its fullest rank's.
+    timeline_.peak_memory.assign(g_.simulated.size(), core::Bytes(0));
+    for (std::size_t i = 0; i < instances_.size(); ++i) {
+      core::Bytes& peak = timeline_.peak_memory[instances_[i].simulated];
+      peak = std::max(peak, peak_[i]);
     }
     timeline_.events = queue_.scheduled();
     return std::move(timeline_);
@@ -85,9 +101,19 @@ class Replay {
 
  private:
   struct StreamState {
-    std::vector<std::uint32_t> queue;
+    const std::vector<std::uint32_t>* queue = nullptr;  ///< template task ids in program order
     std::size_t head = 0;
     bool busy = false;
+  };
+  // A rank the replay runs: a simulated rank, or (TaskGraph::spmd_ranks)
+  // a rank running a simulated rank's tasks on its own groups.
+  struct Instance {
+    int rank = 0;
+    std::uint32_t simulated = 0;  ///< whose tasks it runs
+    std::uint32_t base = 0;       ///< its first task's id in this replay
+    std::uint32_t first = 0;      ///< that task in TaskGraph::tasks
+    const std::uint32_t* calls = nullptr;  ///< per call of the graph, the one it makes (nullptr: the same)
+    bool representative = true;   ///< the simulated rank itself: its spans and memory are the timeline's
   };
   struct Server {
     std::vector<std::uint32_t> waiting;  // in arrival order
@@ -99,13 +125,67 @@ class Replay {
     std::vector<std::uint32_t> tasks;
   };
 
+  // Without spmd ranks, ids are TaskGraph::tasks' and each simulated rank is
+  // an instance. With them, each instance's tasks are its simulated rank's,
+  // numbered from its base.
+  void build_instances(const std::vector<int>& sim_of_rank) {
+    const std::size_t sims = g_.simulated.size();
+    if (!copied_) {
+      for (std::size_t s = 0; s < sims; ++s) instances_.push_back({g_.simulated[s].rank, static_cast<std::uint32_t>(s), 0, 0, nullptr, true});
+      total_ = static_cast<std::uint32_t>(g_.tasks.size());
+      return;
+    }
+    std::vector<std::uint32_t> first(sims, 0), count(sims, 0);
+    for (std::uint32_t id = 0; id < g_.tasks.size(); ++id) {
+      const auto s = static_cast<std::size_t>(sim_of_rank[static_cast<std::size_t>(g_.tasks[id].rank)]);
+      if (count[s] == 0) first[s] = id;
+      if (id != first[s] + count[s]++) throw std::logic_error("spmd ranks need each simulated rank's tasks in one run");
+    }
+    std::uint64_t base = 0;
+    for (std::size_t k = 0; k < g_.spmd_ranks.size(); ++k) {
+      const plan::SpmdRank& r = g_.spmd_ranks[k];
+      const auto s = static_cast<std::size_t>(r.simulated);
+      instances_.push_back({r.rank, static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(base), first[s],
+                            g_.spmd_calls.data() + k * g_.spmd_template_calls, r.rank == g_.simulated[s].rank});
+      base += count[s];
+      if (base >= kTransferEvent) throw std::length_error("dtsim: more than 2^31 tasks to replay");
+    }
+    total_ = static_cast<std::uint32_t>(base);
+    instance_of_.resize(total_);
+    for (std::size_t i = 0; i < instances_.size(); ++i) {
+      const std::uint32_t begin = instances_[i].base, end = begin + count[instances_[i].simulated];
+      std::fill(instance_of_.begin() + begin, instance_of_.begin() + end, static_cast<std::uint32_t>(i));
+    }
+  }
+
+  std::size_t instance_index(std::uint32_t id) const {
+    return copied_ ? instance_of_[id] : static_cast<std::size_t>(index_of_rank_[static_cast<std::size_t>(g_.tasks[id].rank)]);
+  }
+  std::uint32_t template_id(std::uint32_t id) const {
+    if (!copied_) return id;
+    const Instance& in = instances_[instance_of_[id]];
+    return in.first + (id - in.base);
+  }
+  std::uint32_t id_of(const Instance& in, std::uint32_t template_task) const {
+    return copied_ ? in.base + (template_task - in.first) : template_task;
+  }
+  // The task as its instance runs it: its rank, and its call on its own group.
+  Task task(std::uint32_t id) const {
+    if (!copied_) return g_.tasks[id];
+    const Instance& in = instances_[instance_of_[id]];
+    Task t = g_.tasks[in.first + (id - in.base)];
+    t.rank = in.rank;
+    if (t.kind == TaskKind::kComm) t.payload = static_cast<int>(in.calls[static_cast<std::size_t>(t.payload)]);
+    return t;
+  }
+
   static bool ordered(const Task& t) {
     return t.stream != plan::Stream::kPointToPoint && t.stream != plan::Stream::kServer;
   }
 
   // A task free of its dependencies that no rank stream orders.
   void release(std::uint32_t id) {
-    if (g_.tasks[id].stream != plan::Stream::kServer) {
+    if (g_.tasks[template_id(id)].stream != plan::Stream::kServer) {
       begin(id);
       return;
     }
@@ -115,7 +195,7 @@ class Replay {
   }
 
   int server_of(std::uint32_t id) const {
-    return g_.groups[static_cast<std::size_t>(g_.calls[static_cast<std::size_t>(g_.tasks[id].payload)].group)].ranks.back();
+    return g_.groups[static_cast<std::size_t>(g_.calls[static_cast<std::size_t>(task(id).payload)].group)].ranks.back();
   }
 
   void serve(Server& server) {
@@ -125,12 +205,13 @@ class Replay {
     start_communication({id});
   }
 
-  std::size_t stream_of(const Task& t) const {
+  std::size_t stream_index(const Task& t) const {
     // Without concurrent streams (a CPU rank's one thread), kernels and
     // collectives queue on one stream in program order.
-    const plan::Stream stream = costs_.concurrent_streams ? t.stream : plan::Stream::kCompute;
-    return static_cast<std::size_t>(index_of_rank_[static_cast<std::size_t>(t.rank)]) * plan::kStreamCount +
-           static_cast<std::size_t>(stream);
+    return static_cast<std::size_t>(costs_.concurrent_streams ? t.stream : plan::Stream::kCompute);
+  }
+  std::size_t stream_of(const Task& t) const {
+    return static_cast<std::size_t>(index_of_rank_[static_cast<std::size_t>(t.rank)]) * plan::kStreamCount + stream_index(t);
   }
 
   void build_successors() {
@@ -148,15 +229,15 @@ class Replay {
 
   void poke(std::size_t s) {
     StreamState& st = streams_[s];
-    if (st.busy || st.head >= st.queue.size()) return;
-    std::uint32_t id = st.queue[st.head];
+    if (st.busy || st.head >= st.queue->size()) return;
+    const std::uint32_t id = id_of(instances_[s / plan::kStreamCount], (*st.queue)[st.head]);
     if (remaining_[id] != 0) return;
     st.busy = true;
     begin(id);
   }
 
   void begin(std::uint32_t id) {
-    const Task& t = g_.tasks[id];
+    const Task t = task(id);
     if (t.kind == TaskKind::kCompute) {
       Nanoseconds d = costs_.kernel[static_cast<std::size_t>(t.payload)];
       if (!costs_.rank_speed.empty()) {
@@ -191,8 +272,8 @@ class Replay {
   }
 
   void mark_started(std::uint32_t id) {
-    const Task& t = g_.tasks[id];
-    timeline_.spans[id].start = now_;
+    const Task t = task(id);
+    if (instances_[instance_index(id)].representative) timeline_.spans[template_id(id)].start = now_;
     if (t.activation_change != Task::kNoActivationChange && g_.alloc_at_start(t).value() > 0) {
       change_memory(t, g_.alloc_at_start(t));
     }
@@ -206,6 +287,7 @@ class Replay {
     double work_ns = 0;
     double rate = 1;
     Nanoseconds full{0};  ///< its duration alone
+    Nanoseconds started{0};
     Nanoseconds since{0};
     std::uint64_t event = 0;
   };
@@ -230,20 +312,22 @@ class Replay {
 
   void start_running(std::uint32_t id, Nanoseconds duration) {
     mark_started(id);
-    const Task& t = g_.tasks[id];
-    Running k{id, static_cast<double>(duration.count), rate_of(t), duration, now_, 0};
+    const Task t = task(id);
+    Running k{id, static_cast<double>(duration.count), rate_of(t), duration, now_, now_, 0};
     schedule_running(k);
     running_[rank_index(t)].push_back(k);
   }
 
   // Whether the event ends its kernel (false: a re-timing superseded it).
   bool end_running(std::uint32_t id, std::uint64_t sequence) {
-    const std::size_t r = rank_index(g_.tasks[id]);
+    const std::size_t r = instance_index(id);
     std::vector<Running>& on_rank = running_[r];
     auto it = std::find_if(on_rank.begin(), on_rank.end(), [&](const Running& k) { return k.id == id; });
     if (it == on_rank.end() || it->event != sequence) return false;
-    const Nanoseconds slowed = (now_ - timeline_.spans[id].start) - it->full;
-    if (slowed.count > 0) timeline_.contention_delay[r].count += slowed.count;
+    const Nanoseconds slowed = (now_ - it->started) - it->full;
+    if (slowed.count > 0 && instances_[r].representative) {
+      timeline_.contention_delay[instances_[r].simulated].count += slowed.count;
+    }
     on_rank.erase(it);
     return true;
   }
@@ -259,14 +343,14 @@ class Replay {
     for (Running& k : running_[r]) {
       k.work_ns -= static_cast<double>((now_ - k.since).count) * k.rate;
       k.since = now_;
-      k.rate = rate_of(g_.tasks[k.id]);
+      k.rate = rate_of(task(k.id));
       schedule_running(k);
     }
   }
 
   // The members' tasks of one collective (or one server transfer) start now.
   void start_communication(std::vector<std::uint32_t> members) {
-    const Task& first = g_.tasks[members.front()];
+    const Task first = task(members.front());
     const auto call = static_cast<std::size_t>(first.payload);
     if (!flow_) {
       for (std::uint32_t member : members) start(member, costs_.call[call]);
@@ -367,16 +451,20 @@ class Replay {
   }
 
   void finish(std::uint32_t id) {
-    const Task& t = g_.tasks[id];
-    timeline_.spans[id].end = now_;
+    const Task t = task(id);
+    const std::uint32_t tid = template_id(id);
+    const Instance& in = instances_[instance_index(id)];
+    if (in.representative) timeline_.spans[tid].end = now_;
+    ++finished_;
+    last_end_ = std::max(last_end_, now_);
     if (contended_) occupy(t, -1);
     if (t.activation_change != Task::kNoActivationChange && g_.free_at_end(t).value() > 0) {
       change_memory(t, core::Bytes(0) - g_.free_at_end(t));
     }
-    for (std::uint32_t k = succ_begin_[id]; k < succ_begin_[id + 1]; ++k) {
-      std::uint32_t next = succ_[k];
+    for (std::uint32_t k = succ_begin_[tid]; k < succ_begin_[tid + 1]; ++k) {
+      const std::uint32_t next = id_of(in, succ_[k]);
       if (--remaining_[next] != 0) continue;
-      const Task& n = g_.tasks[next];
+      const Task n = task(next);
       if (!ordered(n)) release(next);
       else poke(stream_of(n));
     }
@@ -396,8 +484,8 @@ class Replay {
   void change_memory(const Task& t, core::Bytes delta) {
     const auto i = static_cast<std::size_t>(index_of_rank_[static_cast<std::size_t>(t.rank)]);
     in_use_[i] += delta;
-    timeline_.peak_memory[i] = std::max(timeline_.peak_memory[i], in_use_[i]);
-    timeline_.memory[i].push_back({now_, in_use_[i]});
+    peak_[i] = std::max(peak_[i], in_use_[i]);
+    if (instances_[i].representative) timeline_.memory[instances_[i].simulated].push_back({now_, in_use_[i]});
   }
 
   const plan::TaskGraph& g_;
@@ -410,6 +498,14 @@ class Replay {
   plan::Timeline timeline_;
   EventQueue queue_;
   Nanoseconds now_{0};
+  bool copied_;
+  std::vector<Instance> instances_;
+  std::vector<std::uint32_t> instance_of_;  ///< with spmd ranks: each task id's instance
+  std::uint32_t total_ = 0;                 ///< tasks to run
+  std::uint32_t finished_ = 0;
+  Nanoseconds last_end_{0};
+  std::vector<std::vector<std::uint32_t>> template_queues_;  ///< per simulated rank and stream
+  std::vector<core::Bytes> peak_;                            ///< per instance
   std::vector<std::uint32_t> remaining_;
   std::vector<std::uint32_t> succ_begin_;
   std::vector<std::uint32_t> succ_;
