@@ -141,12 +141,23 @@ class Replay {
       if (count[s] == 0) first[s] = id;
       if (id != first[s] + count[s]++) throw std::logic_error("spmd ranks need each simulated rank's tasks in one run");
     }
+    // A copy renumbers its tasks from its base: a dependency must stay on its rank.
+    for (std::uint32_t id = 0; id < g_.tasks.size(); ++id) {
+      const Task& t = g_.tasks[id];
+      const auto s = static_cast<std::size_t>(sim_of_rank[static_cast<std::size_t>(t.rank)]);
+      for (std::uint32_t k = t.deps_begin; k < t.deps_end; ++k) {
+        if (g_.deps[k] < first[s] || g_.deps[k] >= first[s] + count[s]) {
+          throw std::logic_error("spmd ranks need each task's dependencies on its own rank");
+        }
+      }
+    }
     std::uint64_t base = 0;
     for (std::size_t k = 0; k < g_.spmd_ranks.size(); ++k) {
       const plan::SpmdRank& r = g_.spmd_ranks[k];
       const auto s = static_cast<std::size_t>(r.simulated);
-      instances_.push_back({r.rank, static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(base), first[s],
-                            g_.spmd_calls.data() + k * g_.spmd_template_calls, r.rank == g_.simulated[s].rank});
+      const std::uint32_t* calls = g_.spmd_template_calls > 0 ? g_.spmd_calls.data() + k * g_.spmd_template_calls : nullptr;
+      instances_.push_back({r.rank, static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(base), first[s], calls,
+                            r.rank == g_.simulated[s].rank});
       base += count[s];
       if (base >= kTransferEvent) throw std::length_error("dtsim: more than 2^31 tasks to replay");
     }
