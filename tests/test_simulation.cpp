@@ -66,6 +66,16 @@ TEST(Simulation, SpmdRanksReplayWhatEveryRanksOwnTasksPredict) {
     EXPECT_EQ(every.tasks.simulated.size(), static_cast<std::size_t>(every.strategy.world));
     EXPECT_LT(spmd.tasks.tasks.size() * 4, every.tasks.tasks.size());
   }
+  // --explain's busiest links count every rank's traffic in both.
+  driver::SimulationRequest request{"llama2-7b", "dgx-h100", "tp=2,pp=2,dp=8,gbs=64", 4, std::nullopt, std::nullopt, true, {}, {}};
+  const driver::Explanation spmd = driver::explain(driver::simulate(request), request);
+  request.every_rank_tasks = true;
+  const driver::Explanation every = driver::explain(driver::simulate(request), request);
+  ASSERT_EQ(spmd.busiest_links.size(), every.busiest_links.size());
+  for (std::size_t i = 0; i < spmd.busiest_links.size(); ++i) {
+    EXPECT_EQ(spmd.busiest_links[i].link, every.busiest_links[i].link);
+    EXPECT_EQ(spmd.busiest_links[i].bytes.value(), every.busiest_links[i].bytes.value());
+  }
 }
 
 TEST(Simulation, OverlapHidesGradientCommunication) {

@@ -23,21 +23,36 @@ std::string plain(const std::string& kind) {
   return kind;
 }
 
-// Every collective the simulated ranks ran, its group's traffic counted once
-// per group and call (all members run it together).
+// Every collective the simulated ranks ran (with --full, every rank), its
+// group's traffic counted once per group and call (all members run it together).
 std::vector<LinkLoad> busiest_links(const Simulation& s) {
   net::Network network(s.cluster, {});
   std::map<std::pair<int, std::int64_t>, bool> counted;
   std::map<int, double> bytes_on;
   const auto& g = s.tasks;
-  for (const plan::Task& t : g.tasks) {
-    if (t.kind != plan::TaskKind::kComm) continue;
-    const plan::CommCall& call = g.calls[static_cast<std::size_t>(t.payload)];
-    if (!counted.emplace(std::pair{call.group, t.tag * 4096 + t.payload}, true).second) continue;
+  auto add = [&](const plan::Task& t, std::size_t payload) {
+    const plan::CommCall& call = g.calls[payload];
+    if (!counted.emplace(std::pair{call.group, t.tag * 4096 + static_cast<std::int64_t>(payload)}, true).second) return;
     std::vector<int> gpus;
     for (int r : g.groups[static_cast<std::size_t>(call.group)].ranks) gpus.push_back(g.gpu_of_rank[static_cast<std::size_t>(r)]);
     const net::CollectiveOp op = sim::to_net(call.op);
     for (auto [link, bytes] : network.link_traffic(op, gpus, call.bytes)) bytes_on[link] += bytes.value();
+  };
+  if (g.spmd_ranks.empty()) {
+    for (const plan::Task& t : g.tasks) {
+      if (t.kind == plan::TaskKind::kComm) add(t, static_cast<std::size_t>(t.payload));
+    }
+  } else {
+    // Each rank runs its stage's simulated rank's calls on its own groups.
+    std::vector<std::vector<const plan::Task*>> comm_of(g.simulated.size());
+    for (const plan::Task& t : g.tasks) {
+      if (t.kind == plan::TaskKind::kComm) comm_of[static_cast<std::size_t>(g.simulated_index(t.rank))].push_back(&t);
+    }
+    for (std::size_t k = 0; k < g.spmd_ranks.size(); ++k) {
+      for (const plan::Task* t : comm_of[static_cast<std::size_t>(g.spmd_ranks[k].simulated)]) {
+        add(*t, g.spmd_calls[k * g.spmd_template_calls + static_cast<std::size_t>(t->payload)]);
+      }
+    }
   }
   std::vector<LinkLoad> loads;
   const double step = core::to_seconds(s.timeline.makespan).value();
