@@ -23,11 +23,13 @@ constexpr std::uint32_t kTransferEvent = 1u << 31;
 
 bool reverse_direction(const Task& t) { return t.phase == plan::Phase::kBackward || t.phase == plan::Phase::kPull; }
 
+// kCopied: the graph has spmd ranks (a template, so that the replay of the
+// simulated ranks alone, a strategy search's inner loop, pays nothing for them).
+template <bool kCopied>
 class Replay {
  public:
   Replay(const plan::TaskGraph& graph, const TaskCosts& costs)
-      : g_(graph), costs_(costs), flow_(!costs.call_plan.empty()), links_(costs.link_capacity),
-        copied_(!graph.spmd_ranks.empty()) {
+      : g_(graph), costs_(costs), flow_(!costs.call_plan.empty()), links_(costs.link_capacity) {
     const std::size_t n = graph.tasks.size(), sims = graph.simulated.size();
     timeline_.spans.assign(n, {});
     std::vector<int> sim_of_rank(static_cast<std::size_t>(graph.world), -1);
@@ -130,7 +132,7 @@ class Replay {
   // numbered from its base.
   void build_instances(const std::vector<int>& sim_of_rank) {
     const std::size_t sims = g_.simulated.size();
-    if (!copied_) {
+    if constexpr (!kCopied) {
       for (std::size_t s = 0; s < sims; ++s) instances_.push_back({g_.simulated[s].rank, static_cast<std::uint32_t>(s), 0, 0, nullptr, true});
       total_ = static_cast<std::uint32_t>(g_.tasks.size());
       return;
@@ -170,24 +172,33 @@ class Replay {
   }
 
   std::size_t instance_index(std::uint32_t id) const {
-    return copied_ ? instance_of_[id] : static_cast<std::size_t>(index_of_rank_[static_cast<std::size_t>(g_.tasks[id].rank)]);
+    if constexpr (kCopied) return instance_of_[id];
+    else return static_cast<std::size_t>(index_of_rank_[static_cast<std::size_t>(g_.tasks[id].rank)]);
   }
   std::uint32_t template_id(std::uint32_t id) const {
-    if (!copied_) return id;
-    const Instance& in = instances_[instance_of_[id]];
-    return in.first + (id - in.base);
+    if constexpr (kCopied) {
+      const Instance& in = instances_[instance_of_[id]];
+      return in.first + (id - in.base);
+    } else {
+      return id;
+    }
   }
   std::uint32_t id_of(const Instance& in, std::uint32_t template_task) const {
-    return copied_ ? in.base + (template_task - in.first) : template_task;
+    if constexpr (kCopied) return in.base + (template_task - in.first);
+    else return template_task;
   }
-  // The task as its instance runs it: its rank, and its call on its own group.
-  Task task(std::uint32_t id) const {
-    if (!copied_) return g_.tasks[id];
-    const Instance& in = instances_[instance_of_[id]];
-    Task t = g_.tasks[in.first + (id - in.base)];
-    t.rank = in.rank;
-    if (t.kind == TaskKind::kComm) t.payload = static_cast<int>(in.calls[static_cast<std::size_t>(t.payload)]);
-    return t;
+  // The task as its instance runs it: its rank, and its call on its own
+  // group (a copy); the graph's own task without spmd ranks (a reference).
+  decltype(auto) task(std::uint32_t id) const {
+    if constexpr (kCopied) {
+      const Instance& in = instances_[instance_of_[id]];
+      Task t = g_.tasks[in.first + (id - in.base)];
+      t.rank = in.rank;
+      if (t.kind == TaskKind::kComm) t.payload = static_cast<int>(in.calls[static_cast<std::size_t>(t.payload)]);
+      return t;
+    } else {
+      return (g_.tasks[id]);
+    }
   }
 
   static bool ordered(const Task& t) {
@@ -248,7 +259,7 @@ class Replay {
   }
 
   void begin(std::uint32_t id) {
-    const Task t = task(id);
+    const auto& t = task(id);
     if (t.kind == TaskKind::kCompute) {
       Nanoseconds d = costs_.kernel[static_cast<std::size_t>(t.payload)];
       if (!costs_.rank_speed.empty()) {
@@ -283,7 +294,7 @@ class Replay {
   }
 
   void mark_started(std::uint32_t id) {
-    const Task t = task(id);
+    const auto& t = task(id);
     if (instances_[instance_index(id)].representative) timeline_.spans[template_id(id)].start = now_;
     if (t.activation_change != Task::kNoActivationChange && g_.alloc_at_start(t).value() > 0) {
       change_memory(t, g_.alloc_at_start(t));
@@ -323,7 +334,7 @@ class Replay {
 
   void start_running(std::uint32_t id, Nanoseconds duration) {
     mark_started(id);
-    const Task t = task(id);
+    const auto& t = task(id);
     Running k{id, static_cast<double>(duration.count), rate_of(t), duration, now_, now_, 0};
     schedule_running(k);
     running_[rank_index(t)].push_back(k);
@@ -361,7 +372,7 @@ class Replay {
 
   // The members' tasks of one collective (or one server transfer) start now.
   void start_communication(std::vector<std::uint32_t> members) {
-    const Task first = task(members.front());
+    const auto& first = task(members.front());
     const auto call = static_cast<std::size_t>(first.payload);
     if (!flow_) {
       for (std::uint32_t member : members) start(member, costs_.call[call]);
@@ -462,7 +473,7 @@ class Replay {
   }
 
   void finish(std::uint32_t id) {
-    const Task t = task(id);
+    const auto& t = task(id);
     const std::uint32_t tid = template_id(id);
     const Instance& in = instances_[instance_index(id)];
     if (in.representative) timeline_.spans[tid].end = now_;
@@ -475,7 +486,7 @@ class Replay {
     for (std::uint32_t k = succ_begin_[tid]; k < succ_begin_[tid + 1]; ++k) {
       const std::uint32_t next = id_of(in, succ_[k]);
       if (--remaining_[next] != 0) continue;
-      const Task n = task(next);
+      const auto& n = task(next);
       if (!ordered(n)) release(next);
       else poke(stream_of(n));
     }
@@ -509,7 +520,6 @@ class Replay {
   plan::Timeline timeline_;
   EventQueue queue_;
   Nanoseconds now_{0};
-  bool copied_;
   std::vector<Instance> instances_;
   std::vector<std::uint32_t> instance_of_;  ///< with spmd ranks: each task id's instance
   std::uint32_t total_ = 0;                 ///< tasks to run
@@ -657,6 +667,9 @@ TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_mod
   return costs;
 }
 
-plan::Timeline replay(const plan::TaskGraph& graph, const TaskCosts& costs) { return Replay(graph, costs).run(); }
+plan::Timeline replay(const plan::TaskGraph& graph, const TaskCosts& costs) {
+  if (graph.spmd_ranks.empty()) return Replay<false>(graph, costs).run();
+  return Replay<true>(graph, costs).run();
+}
 
 }  // namespace dtsim::sim
