@@ -276,7 +276,11 @@ class Replay {
     const int group = g_.calls[static_cast<std::size_t>(t.payload)].group;
     // One simulated member (the default mode's usual case): nobody to wait for.
     if (members_[static_cast<std::size_t>(group)] == 1) {
-      start_communication({id});
+      if (!flow_) {
+        start(id, costs_.call[static_cast<std::size_t>(t.payload)]);  // as start_communication, without its vector
+      } else {
+        start_communication({id});
+      }
       return;
     }
     const std::uint64_t key = (static_cast<std::uint64_t>(group) << 40) ^ static_cast<std::uint64_t>(t.tag);
@@ -295,7 +299,7 @@ class Replay {
 
   void mark_started(std::uint32_t id) {
     const auto& t = task(id);
-    if (instances_[instance_index(id)].representative) timeline_.spans[template_id(id)].start = now_;
+    if (!kCopied || instances_[instance_of_[id]].representative) timeline_.spans[template_id(id)].start = now_;
     if (t.activation_change != Task::kNoActivationChange && g_.alloc_at_start(t).value() > 0) {
       change_memory(t, g_.alloc_at_start(t));
     }
@@ -475,8 +479,9 @@ class Replay {
   void finish(std::uint32_t id) {
     const auto& t = task(id);
     const std::uint32_t tid = template_id(id);
-    const Instance& in = instances_[instance_index(id)];
-    if (in.representative) timeline_.spans[tid].end = now_;
+    // Without spmd ranks every rank is its own representative and ids are the graph's.
+    const Instance* in = kCopied ? &instances_[instance_of_[id]] : nullptr;
+    if (!kCopied || in->representative) timeline_.spans[tid].end = now_;
     ++finished_;
     last_end_ = std::max(last_end_, now_);
     if (contended_) occupy(t, -1);
@@ -484,7 +489,7 @@ class Replay {
       change_memory(t, core::Bytes(0) - g_.free_at_end(t));
     }
     for (std::uint32_t k = succ_begin_[tid]; k < succ_begin_[tid + 1]; ++k) {
-      const std::uint32_t next = id_of(in, succ_[k]);
+      const std::uint32_t next = kCopied ? id_of(*in, succ_[k]) : succ_[k];
       if (--remaining_[next] != 0) continue;
       const auto& n = task(next);
       if (!ordered(n)) release(next);
