@@ -83,51 +83,56 @@ void megatron_2020(const json& c, std::vector<Case>& out) {
   out.push_back(k);
 }
 
-// llm-foundry's MPT table: PyTorch FSDP FULL_SHARD, the stated micro-batch,
-// accumulation and checkpointing; FlashAttention; ALiBi has no position table.
-void llm_foundry(const json& c, std::vector<Case>& out) {
-  const json& m = c["model"];
-  const json& p = c["parallel"];
-  const std::string gpu = c["hardware"]["gpu"];
+// One row of llm-foundry's MPT tables: PyTorch FSDP FULL_SHARD, the stated
+// micro-batch, accumulation, checkpointing and precision (amp_fp8: Transformer
+// Engine's FP8 GEMMs); FlashAttention in Triton; ALiBi has no position table.
+struct MptRow {
+  std::string id, gpu;  ///< h100_80gb, a100_80gb or a100_40gb
+  json model;           ///< layers, hidden, heads, ffn_hidden, vocab
+  int seq = 0, gpus = 0, microbatch = 0, global_batch = 0;
+  bool fp8 = false, recompute = false;
+  double tokens_per_gpu = 0;
+};
+
+Case mpt_case(const MptRow& row, const std::string& source) {
+  const json& m = row.model;
   Case k;
-  k.id = c["id"];
-  k.source = "llm-foundry-mpt";
-  k.generation = gpu.find("h100") != std::string::npos ? "H100" : "A100";
-  k.model = transformer(c["id"], m["layers"], m["hidden"], m["heads"], m["ffn_hidden"], m["vocab"], m["seq_len"], "alibi");
-  k.cluster = k.generation == "H100" ? "dgx-h100" : gpu == "a100_40gb" ? "dgx-a100-40gb" : "dgx-a100";
-  k.gpus = c["hardware"]["num_gpus"];
-  k.nodes = k.gpus / 8;
-  const bool full = p["recompute"].get<std::string>().find("full") != std::string::npos;
-  k.strategy = fmt::format("framework=pytorch,dp={},zero=3,mbs={},gbs={},dtype=bf16,attention=triton,recompute={}",
-                           k.gpus, p["microbatch"].get<int>(), p["global_batch"].get<int>(), full ? "full" : "none");
+  k.id = row.id;
+  k.source = source;
+  k.generation = row.gpu.find("h100") != std::string::npos ? "H100" : "A100";
+  k.model = transformer(row.id, m["layers"], m["hidden"], m["heads"], m["ffn_hidden"], m["vocab"], row.seq, "alibi");
+  k.cluster = k.generation == "H100" ? "dgx-h100" : row.gpu == "a100_40gb" ? "dgx-a100-40gb" : "dgx-a100";
+  k.gpus = row.gpus;
+  k.nodes = std::max(1, k.gpus / 8);
+  k.strategy = fmt::format("framework=pytorch,dp={},zero=3,mbs={},gbs={},dtype={},attention=triton,recompute={}", k.gpus,
+                           row.microbatch, row.global_batch, row.fp8 ? "fp8" : "bf16", row.recompute ? "full" : "none");
   k.metric = Metric::kTokensPerGpu;
-  k.measured = c["measured"]["tokens_per_sec_per_gpu"];
-  out.push_back(k);
+  k.measured = row.tokens_per_gpu;
+  return k;
 }
 
-// llm-foundry's MPT tables, the rows outside ../shared: as llm_foundry above,
-// with the row's precision (amp_fp8: Transformer Engine's FP8 GEMMs). Each
-// GPU and precision is a source of its own in the table.
+// The MPT rows of published-runs.json.
+void llm_foundry(const json& c, std::vector<Case>& out) {
+  const json& p = c["parallel"];
+  out.push_back(mpt_case({c["id"], c["hardware"]["gpu"], c["model"], c["model"]["seq_len"], c["hardware"]["num_gpus"],
+                          p["microbatch"], p["global_batch"], false,
+                          p["recompute"].get<std::string>().find("full") != std::string::npos,
+                          c["measured"]["tokens_per_sec_per_gpu"]},
+                         "llm-foundry-mpt"));
+}
+
+// The rows of llm-foundry's tables outside ../shared; each GPU and precision
+// is a source of its own in the table.
 void llm_foundry_table(const json& table, std::vector<Case>& out) {
   for (const json& row : table["rows"]) {
-    const json& m = table["models"][row["model"].get<std::string>()];
-    const std::string gpu = row["gpu"], precision = row["precision"];
-    const bool fp8 = precision.find("fp8") != std::string::npos;
-    Case k;
-    k.id = row["id"];
-    k.generation = gpu.find("h100") != std::string::npos ? "H100" : "A100";
-    k.source = gpu == "h100_80gb" ? (fp8 ? "llm-foundry H100 fp8" : "llm-foundry H100 bf16")
-                                  : gpu == "a100_80gb" ? "llm-foundry A100 80GB" : "llm-foundry A100 40GB";
-    k.model = transformer(k.id, m["layers"], m["hidden"], m["heads"], m["ffn_hidden"], m["vocab"], row["seq_len"], "alibi");
-    k.cluster = k.generation == "H100" ? "dgx-h100" : gpu == "a100_40gb" ? "dgx-a100-40gb" : "dgx-a100";
-    k.gpus = row["gpus"];
-    k.nodes = std::max(1, k.gpus / 8);
-    k.strategy = fmt::format("framework=pytorch,dp={},zero=3,mbs={},gbs={},dtype={},attention=triton,recompute={}",
-                             k.gpus, row["microbatch"].get<int>(), row["global_batch"].get<int>(), fp8 ? "fp8" : "bf16",
-                             row["activation_checkpointing"].get<bool>() ? "full" : "none");
-    k.metric = Metric::kTokensPerGpu;
-    k.measured = row["tokens_per_sec_per_gpu"];
-    out.push_back(k);
+    const std::string gpu = row["gpu"];
+    const bool fp8 = row["precision"].get<std::string>().find("fp8") != std::string::npos;
+    const std::string source = gpu == "h100_80gb" ? (fp8 ? "llm-foundry H100 fp8" : "llm-foundry H100 bf16")
+                               : gpu == "a100_80gb" ? "llm-foundry A100 80GB" : "llm-foundry A100 40GB";
+    out.push_back(mpt_case({row["id"], gpu, table["models"][row["model"].get<std::string>()], row["seq_len"], row["gpus"],
+                            row["microbatch"], row["global_batch"], fp8, row["activation_checkpointing"],
+                            row["tokens_per_sec_per_gpu"]},
+                           source));
   }
 }
 

@@ -49,8 +49,9 @@ std::vector<LinkLoad> busiest_links(const Simulation& s) {
       if (t.kind == plan::TaskKind::kComm) comm_of[static_cast<std::size_t>(g.simulated_index(t.rank))].push_back(&t);
     }
     for (std::size_t k = 0; k < g.spmd_ranks.size(); ++k) {
+      const std::uint32_t* calls = g.spmd_calls_of(k);
       for (const plan::Task* t : comm_of[static_cast<std::size_t>(g.spmd_ranks[k].simulated)]) {
-        add(*t, g.spmd_calls[k * g.spmd_template_calls + static_cast<std::size_t>(t->payload)]);
+        add(*t, calls[static_cast<std::size_t>(t->payload)]);
       }
     }
   }

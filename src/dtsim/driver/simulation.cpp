@@ -127,23 +127,25 @@ namespace {
 // about 12 bytes a task. The figures are measured on GPT-3 175B with --full
 // on 1024 GPUs (README, "Performance"). 10^8 tasks is past any real plan (a
 // 16k-GPU Llama-3-405B step lowers to about 10^5) and would take minutes.
-void check_plan_size(const model::Graph& graph, const plan::ResolvedStrategy& strategy, bool full,
-                     std::optional<core::Bytes> memory_budget, bool spmd) {
+void check_plan_size(const model::Graph& graph, const plan::ResolvedStrategy& strategy, bool lowers_every_rank,
+                     bool replays_every_rank, std::optional<core::Bytes> memory_budget) {
   constexpr double kTasksPerLayerStep = 6, kBytesPerTask = 200, kBytesPerReplayedTask = 12, kSecondsPerTask = 1.1e-6,
                    kMaxTasks = 1e8;
-  const double lowered_ranks = full ? strategy.world : strategy.s.pp;
+  const double lowered_ranks = lowers_every_rank ? strategy.world : strategy.s.pp;
+  const double replayed_ranks = lowers_every_rank || replays_every_rank ? strategy.world : strategy.s.pp;
+  const bool replayed_copies = replays_every_rank && !lowers_every_rank;
   const double layers_per_rank = static_cast<double>(graph.layers.size()) / strategy.s.pp;
   const double per_rank = layers_per_rank * strategy.micro_batches * strategy.s.vpp * kTasksPerLayerStep;
-  const double tasks = (full || spmd ? strategy.world : strategy.s.pp) * per_rank;
-  const core::Bytes needed(lowered_ranks * per_rank * kBytesPerTask + (spmd ? tasks * kBytesPerReplayedTask : 0.0));
+  const double tasks = replayed_ranks * per_rank;
+  const core::Bytes needed(lowered_ranks * per_rank * kBytesPerTask + (replayed_copies ? tasks * kBytesPerReplayedTask : 0.0));
   const core::Bytes budget = memory_budget.value_or(core::meminfo("MemAvailable:"));
   const bool too_big = budget.value() > 0 && needed > budget;
   if (tasks <= kMaxTasks && !too_big) return;
-  const std::string advice = full || spmd ? "drop --full (one rank per stage is simulated, the others are its copies)"
-                                          : "a smaller gbs or a larger mbs";
+  const std::string advice = replayed_ranks > strategy.s.pp ? "drop --full (one rank per stage is simulated, the others are its copies)"
+                                                            : "a smaller gbs or a larger mbs";
   throw core::InputError("--strategy", "/gbs", fmt::format(
       "the plan would hold about {:.2g} tasks for {} micro-batches on {:.0f} {} ranks: about {:.1f} GiB and {:.0f} s; "
-      "{}: {}", tasks, strategy.micro_batches, static_cast<double>(full || spmd ? strategy.world : strategy.s.pp), spmd ? "replayed" : "lowered",
+      "{}: {}", tasks, strategy.micro_batches, replayed_ranks, replayed_copies ? "replayed" : "lowered",
       needed.value() / 1073741824.0, tasks * kSecondsPerTask,
       too_big ? fmt::format("this machine has {:.1f} GiB available", budget.value() / 1073741824.0)
               : fmt::format("dtsim refuses more than {:.0g} tasks", kMaxTasks),
@@ -206,7 +208,7 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
   // not hold them all (issue 16), unless they are to be shown or a rank runs
   // at its own speed.
   const bool spmd = full && request.worker_speed.empty() && !request.every_rank_tasks;
-  check_plan_size(graph, strategy, full && !spmd, request.memory_budget, spmd);
+  check_plan_size(graph, strategy, full && !spmd, full, request.memory_budget);
   plan::TaskGraph tasks = strategy.s.ps != 0 ? plan::lower_parameter_server(graph, strategy, cluster)
                                              : plan::lower(graph, strategy, cluster, {full && !spmd, spmd});
   sim::TaskCosts costs = sim::cost_tasks(tasks, cost_model, network, request.network);

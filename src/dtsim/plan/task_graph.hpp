@@ -140,6 +140,10 @@ struct TaskGraph {
   std::vector<std::uint32_t> spmd_calls;
   std::size_t spmd_template_calls = 0;
   static constexpr std::uint32_t kNoCall = 0xffffffffu;
+  /// The calls spmd rank k makes, indexed by the simulated rank's call (nullptr when the graph has none).
+  [[nodiscard]] const std::uint32_t* spmd_calls_of(std::size_t k) const {
+    return spmd_template_calls > 0 ? spmd_calls.data() + k * spmd_template_calls : nullptr;
+  }
 
   [[nodiscard]] int simulated_index(int rank) const;
 

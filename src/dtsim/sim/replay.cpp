@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -157,8 +156,7 @@ class Replay {
     for (std::size_t k = 0; k < g_.spmd_ranks.size(); ++k) {
       const plan::SpmdRank& r = g_.spmd_ranks[k];
       const auto s = static_cast<std::size_t>(r.simulated);
-      const std::uint32_t* calls = g_.spmd_template_calls > 0 ? g_.spmd_calls.data() + k * g_.spmd_template_calls : nullptr;
-      instances_.push_back({r.rank, static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(base), first[s], calls,
+      instances_.push_back({r.rank, static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(base), first[s], g_.spmd_calls_of(k),
                             r.rank == g_.simulated[s].rank});
       base += count[s];
       if (base >= kTransferEvent) throw std::length_error("dtsim: more than 2^31 tasks to replay");
@@ -549,18 +547,6 @@ class Replay {
 
 }  // namespace
 
-net::CollectiveOp to_net(plan::CommOp op) {
-  switch (op) {
-    case plan::CommOp::kAllReduce: return net::CollectiveOp::kAllReduce;
-    case plan::CommOp::kReduceScatter: return net::CollectiveOp::kReduceScatter;
-    case plan::CommOp::kAllGather: return net::CollectiveOp::kAllGather;
-    case plan::CommOp::kSendRecv: return net::CollectiveOp::kSendRecv;
-    case plan::CommOp::kRingExchange: return net::CollectiveOp::kRingExchange;
-    case plan::CommOp::kAllToAll: return net::CollectiveOp::kAllToAll;
-  }
-  return net::CollectiveOp::kAllReduce;
-}
-
 double contention_slowdown(double compute_share, int sms, int busy_sms, double hbm_bytes_per_s, double busy_hbm) {
   if (sms <= 0 || (busy_sms <= 0 && busy_hbm <= 0)) return 1.0;
   const double free_sms = std::max(1, sms - std::max(0, busy_sms));
@@ -568,108 +554,6 @@ double contention_slowdown(double compute_share, int sms, int busy_sms, double h
   const double free_hbm = hbm_bytes_per_s > 0 ? std::max(0.1 * hbm_bytes_per_s, hbm_bytes_per_s - busy_hbm) : 1.0;
   const double memory_slowdown = hbm_bytes_per_s > 0 ? hbm_bytes_per_s / free_hbm : 1.0;
   return compute_share * sms / free_sms + (1.0 - compute_share) * memory_slowdown;
-}
-
-namespace {
-
-// Local memory traffic per byte of the buffer while a collective runs on one
-// of its n members: what a member sends is read and what it receives is
-// written (a send only one of the two per side), a reduction also reads its
-// own operand.
-double local_traffic_per_byte(plan::CommOp op, std::size_t members) {
-  const double n = static_cast<double>(std::max<std::size_t>(members, 1));
-  const double share = (n - 1) / n;  // of the buffer each member sends (and receives)
-  switch (op) {
-    case plan::CommOp::kAllGather:
-    case plan::CommOp::kAllToAll: return 2.0 * share;
-    case plan::CommOp::kReduceScatter: return 3.0 * share;
-    case plan::CommOp::kAllReduce: return 5.0 * share;  // a reduce-scatter, then an all-gather
-    case plan::CommOp::kSendRecv: return 1.0;
-    case plan::CommOp::kRingExchange: return 2.0;
-  }
-  return 2.0;
-}
-
-// A copy of a group runs the same phases on other links; its flows join the
-// plan's (a copy planned differently, e.g. by another algorithm, is left out:
-// it cannot move in lock-step with the group).
-void add_flows(net::CollectivePlan& plan, const net::CollectivePlan& copy) {
-  if (plan.fixed || copy.fixed || copy.phases.size() != plan.phases.size()) return;
-  for (std::size_t i = 0; i < plan.phases.size(); ++i) {
-    net::FlowPhase& p = plan.phases[i];
-    const net::FlowPhase& q = copy.phases[i];
-    if (q.bytes_per_flow.value() != p.bytes_per_flow.value()) return;
-  }
-  for (std::size_t i = 0; i < plan.phases.size(); ++i) {
-    net::FlowPhase& p = plan.phases[i];
-    std::map<int, int> flows(p.flows_on_link.begin(), p.flows_on_link.end());
-    for (auto [link, k] : copy.phases[i].flows_on_link) flows[link] += k;
-    p.flows_on_link.assign(flows.begin(), flows.end());
-    p.latency = std::max(p.latency, copy.phases[i].latency);
-  }
-}
-
-}  // namespace
-
-TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_model, const net::Network& network,
-                     NetworkMode mode) {
-  TaskCosts costs;
-  costs.concurrent_streams = cost_model.device().concurrent_streams;
-  costs.kernel.reserve(graph.kernels.size());
-  for (const plan::Kernel& k : graph.kernels) {
-    core::Seconds total;
-    std::array<double, model::kOpKindCount> by_kind{};
-    for (const hw::OpWork& w : k.ops) {
-      const core::Seconds t = cost_model.time(w, graph.dtype);
-      total += t;
-      by_kind[static_cast<std::size_t>(w.kind)] += t.value();
-    }
-    if (total.value() > 0) {
-      for (double& share : by_kind) share /= total.value();
-    }
-    costs.kernel.push_back(core::to_nanoseconds(total));
-    costs.kernel_op_share.push_back(by_kind);
-  }
-  costs.call.reserve(graph.calls.size());
-  // Only GPUs with kernel figures know their SMs; a CPU rank runs one thing at a time anyway.
-  const hw::Device& device = cost_model.device();
-  const bool contention = device.concurrent_streams && device.kernel_figures && device.kernel_figures->sms > 0;
-  if (contention) {
-    costs.contention.sms = device.kernel_figures->sms;
-    costs.contention.hbm_bytes_per_s = device.hbm_bandwidth.value() * device.kernel_figures->memory_fraction;
-  }
-  auto gpus_of = [&](const std::vector<int>& ranks, bool reverse) {
-    std::vector<int> gpus;
-    for (int r : ranks) gpus.push_back(graph.gpu_of_rank[static_cast<std::size_t>(r)]);
-    if (reverse) std::reverse(gpus.begin(), gpus.end());
-    return gpus;
-  };
-  // Flow-level: the group's plan with its copies' flows on the links as well.
-  auto with_copies = [&](net::CollectivePlan plan, const plan::CommCall& c, bool reverse) {
-    for (const std::vector<int>& copy : graph.groups[static_cast<std::size_t>(c.group)].copies) {
-      add_flows(plan, network.plan(to_net(c.op), gpus_of(copy, reverse), c.bytes));
-    }
-    return plan;
-  };
-  for (const plan::CommCall& c : graph.calls) {
-    const plan::CommGroup& group = graph.groups[static_cast<std::size_t>(c.group)];
-    net::CollectivePlan plan = network.plan(to_net(c.op), gpus_of(group.ranks, false), c.bytes);
-    costs.call.push_back(core::to_nanoseconds(network.time(plan)));
-    if (contention) {
-      const double seconds = static_cast<double>(costs.call.back().count) * 1e-9;
-      costs.contention.call_sms.push_back(plan.channels);
-      costs.contention.call_hbm_bytes_per_s.push_back(
-          seconds > 0 ? c.bytes.value() * local_traffic_per_byte(c.op, group.ranks.size()) / seconds : 0.0);
-    }
-    if (mode == NetworkMode::kFlow) {
-      const bool send = c.op == plan::CommOp::kSendRecv;
-      costs.reverse_plan.push_back(
-          send ? with_copies(network.plan(to_net(c.op), gpus_of(group.ranks, true), c.bytes), c, true) : net::CollectivePlan{});
-      costs.call_plan.push_back(with_copies(std::move(plan), c, false));
-    }
-  }
-  if (mode == NetworkMode::kFlow) costs.link_capacity = network.link_capacity();
-  return costs;
 }
 
 plan::Timeline replay(const plan::TaskGraph& graph, const TaskCosts& costs) {
