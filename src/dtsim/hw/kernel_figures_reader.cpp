@@ -35,6 +35,10 @@ AttentionKernel read_attention(core::JsonReader k) {
   out.backward_utilization = fraction(k, "backward_utilization");
   out.ramp_tokens = non_negative(k, "ramp_tokens");
   out.head_dim_knee = non_negative(k, "head_dim_knee");
+  // Optional: a kernel measured in one pass only keeps one shape for both.
+  out.backward_ramp_tokens = k.has("backward_ramp_tokens") ? non_negative(k, "backward_ramp_tokens") : out.ramp_tokens;
+  out.backward_head_dim_knee =
+      k.has("backward_head_dim_knee") ? non_negative(k, "backward_head_dim_knee") : out.head_dim_knee;
   out.causal_efficiency = fraction(k, "causal_efficiency");
   out.source = k.string("source");
   k.finish();

@@ -154,9 +154,11 @@ core::Seconds KernelModel::attention(const AttentionKernel& a, std::int64_t head
   const double keys = keys_per_query(seq, causal, window);
   // FLOPs in proportion to the pairs computed: the causal half, or the window's band.
   const double flops = attention_flops(heads, seq, head_dim, false, backward) * keys / s;
-  const double head = (d / (d + a.head_dim_knee)) / (128.0 / (128.0 + a.head_dim_knee));
-  const double utilization = (backward ? a.backward_utilization : a.forward_utilization) * head *
-                             keys / (keys + a.ramp_tokens) * (causal ? a.causal_efficiency : 1.0);
+  const double knee = backward ? a.backward_head_dim_knee : a.head_dim_knee;
+  const double ramp = backward ? a.backward_ramp_tokens : a.ramp_tokens;
+  const double head = (d / (d + knee)) / (128.0 / (128.0 + knee));
+  const double utilization = (backward ? a.backward_utilization : a.forward_utilization) * head * keys /
+                             (keys + ramp) * (causal ? a.causal_efficiency : 1.0);
   // Attention keeps its softmax in 16 bits even when GEMMs run in FP8 (Transformer Engine's default).
   const double peak = device_.peak_for(Dtype::kBf16).value() > 0 ? device_.peak_for(Dtype::kBf16).value()
                                                                    : device_.peak_for(Dtype::kFp16).value();

@@ -78,6 +78,10 @@ struct AttentionKernel {
   double backward_utilization = 0;
   double ramp_tokens = 0;           ///< keys per query block at which fixed costs halve the rate
   double head_dim_knee = 0;         ///< d0 above
+  /// The backward's own ramp and knee: its fixed costs (the dO.O pre-pass,
+  /// the dQ accumulation) are larger, so it reaches its rate later.
+  double backward_ramp_tokens = 0;
+  double backward_head_dim_knee = 0;
   double causal_efficiency = 1.0;
   std::string source;
 };
