@@ -77,13 +77,22 @@ TEST(LaunchConfig, DeepSpeedConfigMapsKeyByKey) {
     "optimizer": {"type": "AdamW"}, "gradient_clipping": 1.0})");
   plan::LaunchStrategy l = plan::from_deepspeed_config(ds, "ds.json");
   // In the order nlohmann keeps the keys (sorted).
-  EXPECT_EQ(l.strategy, "framework=pytorch,dtype=bf16,accumulation=4,mbs=2,overlap=on,bucket=1000000000 B,zero=3");
+  EXPECT_EQ(l.strategy,
+            "framework=pytorch,dtype=bf16,accumulation=4,optimizer=fused,mbs=2,overlap=on,bucket=1000000000 B,zero=3");
   EXPECT_TRUE(contains(l.not_modelled, "zero_optimization.offload_optimizer"));
   EXPECT_TRUE(contains(l.ignored, "zero_optimization.stage3_prefetch_bucket_size"));
-  EXPECT_TRUE(contains(l.ignored, "optimizer"));
+  EXPECT_TRUE(contains(l.mapped, "optimizer.type AdamW -> optimizer=fused (DeepSpeed's)"));
   plan::Strategy s = plan::parse_strategy(l.strategy);
   EXPECT_EQ(s.zero, 3);
   EXPECT_EQ(s.accumulation, 4);
+  EXPECT_TRUE(s.fused_optimizer());
+  // DeepSpeed runs PyTorch's own Adam when asked to; other optimizers are not modelled.
+  EXPECT_EQ(plan::from_deepspeed_config(nlohmann::json::parse(R"({"optimizer": {"type": "Adam", "params": {"torch_adam": true}}})"),
+                                        "ds.json").strategy,
+            "framework=pytorch,optimizer=unfused");
+  EXPECT_TRUE(contains(plan::from_deepspeed_config(nlohmann::json::parse(R"({"optimizer": {"type": "OneBitAdam"}})"), "ds.json")
+                           .not_modelled,
+                       "optimizer.type OneBitAdam"));
 }
 
 TEST(LaunchConfig, BadValuesAreOneLineNamingTheKey) {
@@ -103,6 +112,14 @@ TEST(LaunchConfig, BadValuesAreOneLineNamingTheKey) {
             "ds.json: /train_micro_batch_size_per_gpu: is \"auto\" (set by the HF Trainer at launch): give the number it becomes");
   EXPECT_EQ(error([] { plan::from_deepspeed_config(nlohmann::json::parse(R"({"zero_optimization": {"stage": 4}})"), "ds.json"); }),
             "ds.json: /zero_optimization/stage: expected 0 to 3, got 4");
+  EXPECT_EQ(error([] { plan::from_deepspeed_config(nlohmann::json::parse(R"({"optimizer": {"lr": 1}})"), "ds.json"); }),
+            "ds.json: /optimizer/type: expected the optimizer's name, like \"AdamW\"");
+  EXPECT_EQ(error([] {
+              plan::from_deepspeed_config(nlohmann::json::parse(R"({"optimizer": {"type": "Adam", "params": {"torch_adam": "yes"}}})"),
+                                          "ds.json");
+            }),
+            "ds.json: /optimizer/params/torch_adam: expected true or false, got \"yes\"");
+  EXPECT_EQ(error([] { plan::parse_strategy("optimizer=lion"); }), "--strategy: /optimizer: expected fused or unfused, got \"lion\"");
 }
 
 TEST(LaunchConfig, TheUsersKeysOverrideTheLaunchConfigs) {

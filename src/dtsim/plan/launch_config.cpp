@@ -1,6 +1,7 @@
 #include "dtsim/plan/launch_config.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <map>
 #include <set>
@@ -246,6 +247,31 @@ LaunchStrategy from_deepspeed_config(const nlohmann::json& config, const std::st
         } else {
           out.ignored.push_back("zero_optimization." + zkey);
         }
+      }
+    } else if (key == "optimizer") {
+      // DeepSpeed builds its own FusedAdam / FusedLamb for these types unless
+      // told to use PyTorch's ("torch_adam": true).
+      const auto type = value.is_object() ? value.find("type") : value.end();
+      if (type == value.end() || !type->is_string()) {
+        throw core::InputError(file, pointer + "/type", "expected the optimizer's name, like \"AdamW\"");
+      }
+      std::string name = type->get<std::string>();
+      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+      bool torch = false;
+      const auto params = value.find("params");
+      if (params != value.end() && params->is_object() && params->contains("torch_adam")) {
+        const nlohmann::json& flag = params->at("torch_adam");
+        if (!flag.is_boolean()) {
+          throw core::InputError(file, pointer + "/params/torch_adam", fmt::format("expected true or false, got {}", flag.dump()));
+        }
+        torch = flag.get<bool>();
+      }
+      if (name == "adam" || name == "adamw" || name == "lamb") {
+        add(out, torch ? "optimizer=unfused" : "optimizer=fused");
+        out.mapped.push_back(fmt::format("optimizer.type {} -> optimizer={}", type->get<std::string>(),
+                                         torch ? "unfused (params.torch_adam)" : "fused (DeepSpeed's)"));
+      } else {
+        out.not_modelled.push_back("optimizer.type " + type->get<std::string>());
       }
     } else if (key == "activation_checkpointing" || key == "pipeline" || key == "tensor_parallel" ||
                key == "sequence_parallel_size" || key == "comms_logger" || key == "data_efficiency") {

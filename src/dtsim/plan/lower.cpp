@@ -420,15 +420,26 @@ class Lowering {
     }
   }
 
-  // Bytes per parameter the step streams through HBM (Megatron's and
-  // PyTorch's fused Adam alike): the fp32 gradient read for its global norm
-  // (clipping); Adam reading master weights, m, v and gradient (16) and
-  // writing the first three back (12) with, in mixed precision, the 16-bit
-  // weights (2); the gradients zeroed for the next step (4); with fp16 loss
-  // scaling, one more read to unscale and check for infinities (4).
+  // Bytes per parameter the step streams through HBM.
+  //  - Fused (Megatron's, apex's, DeepSpeed's FusedAdam): the fp32 gradient
+  //    read for its global norm (clipping); Adam reading master weights, m,
+  //    v and gradient (16) and writing the first three back (12) with, in
+  //    mixed precision, the 16-bit weights (2); the gradients zeroed for the
+  //    next step (4); with fp16 loss scaling, one more read to unscale and
+  //    check for infinities (4).
+  //  - Unfused (torch.optim.AdamW's default foreach path, _multi_tensor_adamw
+  //    in PyTorch 2.x; a per-tensor loop such as Composer's DecoupledAdamW
+  //    makes the same passes): clip_grad_norm_ reads the gradients and scales
+  //    them in place (4 + 8); then weight decay on the weights (8), m lerped
+  //    toward the gradient (12), v scaled (8) and given grad² (12), sqrt(v)
+  //    into a new tensor (8), divided (8) and given eps (8), the weights
+  //    updated from m and that (16): 80; zero_grad sets the gradients to
+  //    None; GradScaler's unscale with fp16 (8).
   double optimizer_bytes_per_param() const {
     const bool mixed = r_.s.dtype != hw::Dtype::kFp32 && r_.s.dtype != hw::Dtype::kTf32;
-    return 4.0 + 16.0 + 12.0 + (mixed ? 2.0 : 0.0) + 4.0 + (r_.s.dtype == hw::Dtype::kFp16 ? 4.0 : 0.0);
+    const bool fp16 = r_.s.dtype == hw::Dtype::kFp16;
+    if (!r_.s.fused_optimizer()) return 12.0 + 80.0 + (fp16 ? 8.0 : 0.0);
+    return 4.0 + 16.0 + 12.0 + (mixed ? 2.0 : 0.0) + 4.0 + (fp16 ? 4.0 : 0.0);
   }
 
   void optimizer(RankState& s, const StageParams& params) {

@@ -108,7 +108,7 @@ void check_stage_layers(const Strategy& s, std::int64_t blocks) {
 
 std::string_view strategy_keys() {
   return "dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, "
-         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, tp_overlap, param_overlap, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor";
+         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, tp_overlap, param_overlap, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor";
 }
 
 const std::vector<Preset>& presets() {
@@ -249,6 +249,10 @@ Strategy parse_strategy(std::string_view text) {
       if (value == "megatron") s.framework = Framework::kMegatron;
       else if (value == "pytorch") s.framework = Framework::kPytorch;
       else fail(key, fmt::format("expected megatron or pytorch, got \"{}\"", value));
+    } else if (key == "optimizer") {
+      if (value == "fused") s.optimizer = Optimizer::kFused;
+      else if (value == "unfused") s.optimizer = Optimizer::kUnfused;
+      else fail(key, fmt::format("expected fused or unfused, got \"{}\"", value));
     } else if (key == "tp_overlap") {
       s.tp_overlap = on_off(key, value);
     } else if (key == "param_overlap") {

@@ -29,6 +29,14 @@ enum class Recompute { kNone, kSelective, kFull };
 ///    (MixedPrecision), 16 bytes of state per parameter.
 enum class Framework { kMegatron, kPytorch };
 
+/// How the optimizer step runs. kFused: one kernel per tensor group reads
+/// and writes each state once (apex and Transformer Engine's FusedAdam,
+/// DeepSpeed's, torch.optim.AdamW(fused=True)); kUnfused: Adam as eager
+/// element-wise ops, each its own pass over the state (torch.optim.AdamW's
+/// default foreach path, or a loop over the tensors such as Composer's
+/// DecoupledAdamW). kAuto: the framework's (Megatron fused, PyTorch unfused).
+enum class Optimizer { kAuto, kFused, kUnfused };
+
 /// Limits on what a strategy string may ask for, stated in its errors: a
 /// million GPUs per degree (and in all), a billion samples per batch.
 inline constexpr int kMaxGpus = topo::kMaxGpus;
@@ -87,6 +95,10 @@ struct Strategy {
   /// (flash1, flash2, flash3, flash4, cudnn, ck, triton); "standard" when unfused.
   std::string attention_kernel = "flash";
   Framework framework = Framework::kPytorch;
+  Optimizer optimizer = Optimizer::kAuto;
+  [[nodiscard]] bool fused_optimizer() const {
+    return optimizer == Optimizer::kAuto ? framework == Framework::kMegatron : optimizer == Optimizer::kFused;
+  }
   /// Tensor-parallel all-gathers and reduce-scatters pipelined with their
   /// GEMMs (Megatron-Core --tp-comm-overlap): each runs beside the next compute.
   bool tp_overlap = false;
