@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Does a GEMM stall beside a kernel that holds some SMs, or slow in proportion?
+
+    python3 tests/gpu/gemm_beside_blocks.py > gemm-beside-blocks.json
+
+One GPU. An NCCL collective runs as one thread block per channel, each block
+holding an SM for the collective's whole duration. This script stands in for
+it with a kernel of `blocks` thread blocks that each take a whole SM (1024
+threads and most of its shared memory) and spin for `hold_us`, launched on
+one stream just before a cuBLAS GEMM (torch.matmul, bf16) on another. The GEMM
+is timed with CUDA events on its own stream, beside the held SMs and alone.
+
+dtsim's model (sim::contention_slowdown) says the GEMM runs on S - c SMs:
+time x S / (S - c). If cuBLAS's kernel gives each of its blocks a fixed share
+of the tiles (a persistent kernel with a static schedule), the blocks that
+find no free SM wait until the holding kernel ends, and the GEMM ends near
+hold + its own time. README, "Validation", candidate 4, says what each answer
+would change. Prepared in the twelfth session without a GPU: not yet run.
+"""
+import json
+import statistics
+
+import torch
+from torch.utils.cpp_extension import load_inline
+
+CUDA_SOURCE = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+
+__global__ void __launch_bounds__(1024) hold(long long cycles) {
+  extern __shared__ char taken[];  // sized so that nothing else fits on the SM
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+    if (threadIdx.x == 0) taken[0] = 0;
+  }
+}
+
+void hold_sms(int64_t blocks, int64_t cycles, int64_t shared_bytes) {
+  cudaFuncSetAttribute(hold, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes));
+  hold<<<static_cast<unsigned>(blocks), 1024, static_cast<size_t>(shared_bytes),
+         at::cuda::getCurrentCUDAStream()>>>(cycles);
+}
+"""
+CPP_SOURCE = "void hold_sms(int64_t blocks, int64_t cycles, int64_t shared_bytes);"
+
+SHAPES = [(8192, 4096, 4096), (8192, 14336, 4096), (4096, 5120, 20480), (2048, 2048, 2048)]
+BLOCKS = [8, 16, 24, 32]
+REPEATS = 20
+
+
+def timed(stream, fn):
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with torch.cuda.stream(stream):
+        start.record()
+        fn()
+        stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) * 1e3  # us
+
+
+def main():
+    ext = load_inline("dtsim_hold_sms", CPP_SOURCE, cuda_sources=CUDA_SOURCE, functions=["hold_sms"])
+    props = torch.cuda.get_device_properties(0)
+    sms = props.multi_processor_count
+    shared = 200 * 1024
+    gemm_stream, hold_stream = torch.cuda.Stream(), torch.cuda.Stream()
+    # The SM clock as the spin sees it: cycles of one held block over its time.
+    spin_cycles = 20_000_000
+    spin_us = statistics.median(timed(hold_stream, lambda: ext.hold_sms(1, spin_cycles, shared)) for _ in range(5))
+    clock_hz = spin_cycles / (spin_us * 1e-6)
+    rows = []
+    for m, n, k in SHAPES:
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        for _ in range(5):
+            timed(gemm_stream, lambda: torch.matmul(a, b))
+        alone = statistics.median(timed(gemm_stream, lambda: torch.matmul(a, b)) for _ in range(REPEATS))
+        for blocks in BLOCKS:
+            for hold_factor in (2.0, 5.0):
+                hold_us = hold_factor * alone
+                beside = []
+                for _ in range(REPEATS):
+                    torch.cuda.synchronize()
+                    with torch.cuda.stream(hold_stream):
+                        ext.hold_sms(blocks, int(hold_us * 1e-6 * clock_hz), shared)
+                    beside.append(timed(gemm_stream, lambda: torch.matmul(a, b)))
+                torch.cuda.synchronize()
+                rows.append({"m": m, "n": n, "k": k, "sms": sms, "blocks_held": blocks, "hold_us": hold_us,
+                             "alone_us": alone, "beside_us": statistics.median(beside),
+                             "proportional_us": alone * sms / (sms - blocks), "stalled_us": hold_us + alone})
+    print(json.dumps({"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda, "spin_clock_hz": clock_hz,
+                      "command": "python3 tests/gpu/gemm_beside_blocks.py", "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
