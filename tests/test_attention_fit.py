@@ -1,0 +1,54 @@
+"""The Hopper attention figures in devices/ are what tests/validation/fit_attention.py
+fits to their kernel measurements: rerunning the fit must give the bundled
+numbers, so a figure edited by hand, or measurements changed without a refit,
+fail here. The H200, H800 and GH200 carry the H100's figures; Triton's are
+FlashAttention-2's with the utilizations over 1.8.
+
+Run by `meson test attention_fit` (Debian's pytest-3)."""
+import json
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "validation"))
+import fit_attention  # noqa: E402
+
+HOPPER = ["H100-SXM", "H200-SXM", "H800-SXM", "GH200"]
+
+
+def bundled(device, kernel):
+    figures = json.loads((ROOT / "devices" / f"{device}.json").read_text())
+    return next(k for k in figures["kernel_model"]["attention"]["kernels"] if k["name"] == kernel)
+
+
+def rounded(fitted):
+    return {name: (round(v) if "ramp" in name or "knee" in name else round(v, 3)) for name, v in fitted.items()}
+
+
+@pytest.fixture(scope="module")
+def fits():
+    out = {}
+    for kernel in ("flash2", "cudnn", "flash3"):
+        fixed = {"head_dim_knee": 56} if kernel == "flash3" else {}
+        fitted, loss = fit_attention.fit(list(fit_attention.measured_points(kernel)), fixed)
+        assert loss < 0.04, (kernel, loss)  # mean |log error| of the fit itself
+        out[kernel] = rounded(fitted)
+    return out
+
+
+@pytest.mark.parametrize("device", HOPPER)
+@pytest.mark.parametrize("kernel", ["flash2", "cudnn", "flash3"])
+def test_the_bundled_figures_are_the_fit(fits, device, kernel):
+    figures = bundled(device, kernel)
+    for name, value in fits[kernel].items():
+        assert figures[name] == pytest.approx(value, abs=1e-9), (device, kernel, name)
+
+
+@pytest.mark.parametrize("device", HOPPER)
+def test_triton_is_flashattention2_over_1_8(fits, device):
+    triton = bundled(device, "triton")
+    for name, value in fits["flash2"].items():
+        expected = round(value / 1.8, 3) if name.endswith("utilization") else value
+        assert triton[name] == pytest.approx(expected, abs=1e-9), (device, name)
