@@ -86,8 +86,10 @@ std::vector<Bottleneck> rank_bottlenecks(const Report& r) {
   const Seconds step = r.step_time;
   std::vector<Bottleneck> out;
   auto add = [&](std::string kind, Seconds t, std::string what) {
-    if (t.value() <= 0) return;
     double f = t / step;
+    // A share that prints as 0.0% is no bottleneck: it is what is left of
+    // sums of rounded spans, and its sign follows the compiler's rounding.
+    if (t.value() <= 0 || f < 0.0005) return;
     out.push_back({std::move(kind), t, f, fmt::format("{}: {:.1f}% of the step", what, 100 * f)});
   };
   add("compute", r.breakdown.compute, "compute kernels");
