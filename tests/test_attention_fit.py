@@ -23,18 +23,13 @@ def bundled(device, kernel):
     return next(k for k in figures["kernel_model"]["attention"]["kernels"] if k["name"] == kernel)
 
 
-def rounded(fitted):
-    return {name: (round(v) if "ramp" in name or "knee" in name else round(v, 3)) for name, v in fitted.items()}
-
-
 @pytest.fixture(scope="module")
 def fits():
     out = {}
     for kernel in ("flash2", "cudnn", "flash3"):
-        fixed = {"head_dim_knee": 56} if kernel == "flash3" else {}
-        fitted, loss = fit_attention.fit(list(fit_attention.measured_points(kernel)), fixed)
+        figures, loss, _ = fit_attention.fit_kernel(kernel)
         assert loss < 0.04, (kernel, loss)  # mean |log error| of the fit itself
-        out[kernel] = rounded(fitted)
+        out[kernel] = figures
     return out
 
 

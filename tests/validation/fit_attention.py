@@ -87,17 +87,25 @@ def fit(points, fixed):
     return dict(zip(NAMES, x), **fixed), best
 
 
-def main():
-    kernel = sys.argv[1] if len(sys.argv) > 1 else "cudnn"
+def fit_kernel(kernel):
+    """The figures devices/ carries for `kernel` (ramps and knees in whole
+    tokens, the rest to three places), the fit's mean |log error| and its
+    number of points."""
     points = list(measured_points(kernel))
     # FlashAttention-3's forward at head sizes 64 and 256 (published-runs.json)
     # keeps the knee its source set; Figure 5 has only head size 128.
     fixed = {"head_dim_knee": 56} if kernel == "flash3" else {}
-    k, f = fit(points, fixed)
-    print(f"{kernel}: {len(points)} points, mean |log error| {f:.3f}")
+    k, loss = fit(points, fixed)
+    figures = {name: (round(v) if "ramp" in name or "knee" in name else round(v, 3)) for name, v in k.items()}
+    return figures, loss, len(points)
+
+
+def main():
+    kernel = sys.argv[1] if len(sys.argv) > 1 else "cudnn"
+    figures, loss, count = fit_kernel(kernel)
+    print(f"{kernel}: {count} points, mean |log error| {loss:.3f}")
     for name in NAMES:
-        v = k[name]
-        print(f'  "{name}": {round(v) if "ramp" in name or "knee" in name else round(v, 3)}')
+        print(f'  "{name}": {figures[name]}')
 
 
 if __name__ == "__main__":

@@ -436,9 +436,9 @@ class Lowering {
   //    updated from m and that (16): 80; zero_grad sets the gradients to
   //    None; GradScaler's unscale with fp16 (8).
   double optimizer_bytes_per_param() const {
-    const bool mixed = r_.s.dtype != hw::Dtype::kFp32 && r_.s.dtype != hw::Dtype::kTf32;
     const bool fp16 = r_.s.dtype == hw::Dtype::kFp16;
     if (!r_.s.fused_optimizer()) return 12.0 + 80.0 + (fp16 ? 8.0 : 0.0);
+    const bool mixed = r_.s.dtype != hw::Dtype::kFp32 && r_.s.dtype != hw::Dtype::kTf32;
     return 4.0 + 16.0 + 12.0 + (mixed ? 2.0 : 0.0) + 4.0 + (fp16 ? 4.0 : 0.0);
   }
 
