@@ -10,6 +10,7 @@
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/driver/explain.hpp"
 #include "dtsim/driver/simulation.hpp"
+#include "dtsim/hw/kernel_calls.hpp"
 #include "dtsim/report/writers.hpp"
 #include "scratch_dir.hpp"
 
@@ -595,4 +596,65 @@ TEST(Simulation, AnUnfusedOptimizerMakesMorePassesOverTheState) {
   const auto [megatron_s, megatron_bytes] = optimizer(run("ddp,framework=megatron,gbs=32,dtype=bf16", 1));
   EXPECT_GT(megatron_s, 0);
   EXPECT_LT(megatron_bytes, unfused_bytes);  // Megatron's is fused
+}
+
+// The host launches a GPU's kernels one every host_launch, from the step's
+// start: a step of kernels shorter than their launches takes at least its
+// launches (the busiest rank's, all but the first), and the breakdown says
+// the GPU waited for the host; a step of long kernels is unchanged, and a
+// CPU rank, its own host, never waits.
+TEST(Simulation, KernelsShorterThanTheirLaunchesWaitForTheHost) {
+  const driver::Simulation tiny = run("ddp,gbs=64,mbs=8", std::nullopt, false, "tiny-gpt", "dgx-h100");
+  const driver::Simulation ideal = run("ddp,gbs=64,mbs=8,host_launch=0", std::nullopt, false, "tiny-gpt", "dgx-h100");
+  std::uint64_t launches = 0;
+  for (const plan::Task& t : tiny.tasks.tasks) {
+    if (t.rank != tiny.report.breakdown.rank || t.stream == plan::Stream::kPointToPoint) continue;
+    launches += t.kind == plan::TaskKind::kCompute ? tiny.costs.kernel_launches[static_cast<std::size_t>(t.payload)] : 1;
+  }
+  EXPECT_GT(launches, 100u);
+  const double host_s = 8e-6 * static_cast<double>(launches - 1);
+  EXPECT_GE(tiny.report.step_time.value(), host_s);
+  EXPECT_GT(host_s, 1.2 * ideal.report.step_time.value());  // launch-bound: the host sets the step
+  EXPECT_GT(tiny.report.breakdown.host_wait.value(), 0.2 * tiny.report.step_time.value());
+  EXPECT_LE(tiny.report.breakdown.host_wait.value(), tiny.report.breakdown.bubble.value());
+  EXPECT_EQ(ideal.report.breakdown.host_wait.value(), 0.0);
+  EXPECT_EQ(tiny.report.bottlenecks[1].kind, "host_wait");
+
+  // Twice the launch cost: the launch-bound step follows it.
+  const driver::Simulation slow = run("ddp,gbs=64,mbs=8,host_launch=16us", std::nullopt, false, "tiny-gpt", "dgx-h100");
+  EXPECT_GE(slow.report.step_time.value(), 2 * host_s);
+
+  // Llama-2-7B's kernels are far longer than their launches: nothing moves.
+  const driver::Simulation big = run("fsdp,gbs=8", std::nullopt, false, "llama2-7b", "dgx-h100");
+  const driver::Simulation big_ideal = run("fsdp,gbs=8,host_launch=0", std::nullopt, false, "llama2-7b", "dgx-h100");
+  EXPECT_EQ(big.timeline.makespan, big_ideal.timeline.makespan);
+  EXPECT_EQ(big.report.breakdown.host_wait.value(), 0.0);
+
+  // A CPU rank runs its own kernels: there is no host ahead of it.
+  auto on_cpu = [](const std::string& strategy) {
+    return driver::simulate({"tiny-gpt", "localhost-cpu", strategy, std::nullopt, std::nullopt,
+                             DTSIM_SOURCE_DIR "/tests/fuzz/profile/cpu-2-ranks.json", false, {}, {}});
+  };
+  const driver::Simulation cpu = on_cpu("dp=2,gbs=8,mbs=2,dtype=fp32");
+  EXPECT_EQ(cpu.timeline.makespan, on_cpu("dp=2,gbs=8,mbs=2,dtype=fp32,host_launch=0").timeline.makespan);
+  EXPECT_EQ(cpu.report.breakdown.host_wait.value(), 0.0);
+}
+
+// PyTorch eager runs RMSNorm and rotary as chains of element-wise ops, each a
+// launch; Megatron-Core's Transformer Engine runs each as one fused kernel.
+TEST(Simulation, EagerChainsLaunchAKernelPerOp) {
+  auto norm_launches = [](const driver::Simulation& s, bool backward) {
+    for (const plan::Kernel& k : s.tasks.kernels) {
+      for (const hw::OpWork& w : k.ops) {
+        if (w.kind == model::OpKind::kNorm && w.backward == backward) return hw::host_launches(w);
+      }
+    }
+    return -1;
+  };
+  const driver::Simulation eager = run("ddp,gbs=8", std::nullopt, false, "llama2-7b", "dgx-h100");
+  const driver::Simulation megatron = run("ddp,framework=megatron,gbs=8", std::nullopt, false, "llama2-7b", "dgx-h100");
+  EXPECT_EQ(norm_launches(eager, false), 8);
+  EXPECT_EQ(norm_launches(eager, true), 12);
+  EXPECT_EQ(norm_launches(megatron, false), 1);
+  EXPECT_EQ(norm_launches(megatron, true), 1);
 }

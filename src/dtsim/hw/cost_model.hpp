@@ -49,6 +49,9 @@ struct OpWork {
   bool backward = false;  ///< a backward pass (attention kernels differ per pass)
   bool causal = false;    ///< attention under a causal mask: the lower triangle only
   std::int64_t window = 0;  ///< sliding-window attention: keys a query sees at most (0: all)
+  /// Kernels the framework launches for the op when it runs it as a chain of
+  /// eager ops (PyTorch's RMSNorm: eight); 0: one per kernel call.
+  int eager_launches = 0;
 };
 
 class KernelModel;

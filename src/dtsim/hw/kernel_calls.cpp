@@ -64,6 +64,11 @@ std::vector<KernelCall> kernel_calls(const OpWork& work) {
   return calls;
 }
 
+int host_launches(const OpWork& work) {
+  if (work.eager_launches > 0) return work.eager_launches;
+  return std::max(1, static_cast<int>(kernel_calls(work).size()));
+}
+
 Dtype gemm_dtype(const OpWork& work, Dtype plan) {
   return work.kind == model::OpKind::kAttention && (plan == Dtype::kFp8 || plan == Dtype::kFp4) ? Dtype::kBf16 : plan;
 }

@@ -33,6 +33,10 @@ struct KernelCall {
 /// streaming kernel over their bytes.
 std::vector<KernelCall> kernel_calls(const OpWork& work);
 
+/// Kernels the host launches for one op: its kernel calls (a GEMM per pass),
+/// or the framework's eager chain (OpWork::eager_launches).
+int host_launches(const OpWork& work);
+
 /// The dtype an op's GEMMs run in under a plan's dtype: attention stays in
 /// bf16 under FP8, as Transformer Engine runs it.
 Dtype gemm_dtype(const OpWork& work, Dtype plan);

@@ -26,6 +26,7 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
   w.window = op.window;
   w.flops = (backward ? op.backward_flops : op.forward_flops) * (mbs / split);
   w.bytes_moved = bytes_moved(op, backward, mbs / split);
+  w.eager_launches = eager_launches(op.pattern, backward);
   if (op.kind == model::OpKind::kAttention && r_.s.flash_attention) {
     // FlashAttention's backward recomputes the scores: 5 GEMMs against the
     // forward's 2, i.e. 2.5x the forward.
@@ -139,6 +140,22 @@ double LayerSteps::score_passes(bool backward) const {
 //  - rotary embedding (apply_rotary_pos_emb): rotate_half's negation and cat,
 //    x * cos, rotate_half(x) * sin and their sum: about 10 element passes
 //    where a fused kernel makes 2.
+// The kernels PyTorch eager launches for the same chains, as the host
+// issues them (0: the op's own kernel calls, as a fused kernel runs):
+//  - RMSNorm forward: float(), pow, mean, + eps, rsqrt, *, .to(bf16),
+//    * weight: 8; its autograd backward about 12 (two per product, the
+//    weight's gradient summed over tokens, one per cast, rsqrt, mean, pow);
+//  - rotary, for the queries and the keys: x * cos, the negation and cat of
+//    rotate_half, * sin, the sum: 10, and as many backward.
+int LayerSteps::eager_launches(model::Op::Pattern pattern, bool backward) const {
+  if (r_.s.framework == Framework::kMegatron) return 0;
+  switch (pattern) {
+    case model::Op::Pattern::kRmsNorm: return backward ? 12 : 8;
+    case model::Op::Pattern::kRotary: return 10;
+    default: return 0;
+  }
+}
+
 double LayerSteps::eager_factor(model::Op::Pattern pattern) const {
   if (r_.s.framework == Framework::kMegatron) return 1.0;
   switch (pattern) {

@@ -48,6 +48,7 @@ class LayerSteps {
   core::Bytes bytes_moved(const model::Op& op, bool backward, double samples) const;
   double score_passes(bool backward) const;
   double eager_factor(model::Op::Pattern pattern) const;
+  int eager_launches(model::Op::Pattern pattern, bool backward) const;
   std::int64_t padded_vocab() const;
   double vocab_padding(const model::Op& op) const;
 

@@ -108,7 +108,7 @@ void check_stage_layers(const Strategy& s, std::int64_t blocks) {
 
 std::string_view strategy_keys() {
   return "dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, "
-         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, tp_overlap, param_overlap, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor";
+         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, host_launch, tp_overlap, param_overlap, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor";
 }
 
 const std::vector<Preset>& presets() {
@@ -253,6 +253,14 @@ Strategy parse_strategy(std::string_view text) {
       if (value == "fused") s.optimizer = Optimizer::kFused;
       else if (value == "unfused") s.optimizer = Optimizer::kUnfused;
       else fail(key, fmt::format("expected fused or unfused, got \"{}\"", value));
+    } else if (key == "host_launch") {
+      try {
+        s.host_launch = value == "0" ? core::Seconds(0) : core::parse_duration(value);
+      } catch (const std::invalid_argument& e) {
+        fail(key, e.what());
+      }
+      // A millisecond per launch is already a slow interpreter; past it a step would be the host's alone.
+      if (s.host_launch.value() > 1e-3) fail(key, fmt::format("expected at most 1 ms per launch, got \"{}\"", value));
     } else if (key == "tp_overlap") {
       s.tp_overlap = on_off(key, value);
     } else if (key == "param_overlap") {

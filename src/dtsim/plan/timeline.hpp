@@ -26,6 +26,13 @@ struct Timeline {
   /// by simulated rank index: how much longer its kernels ran because
   /// communication beside them took SMs and memory (empty: none)
   std::vector<core::Nanoseconds> contention_delay;
+  /// by simulated rank index: how long its compute stream, free to run its
+  /// next kernel, waited for the host to launch it (empty: none)
+  std::vector<core::Nanoseconds> host_wait;
+  /// by simulated rank index: how much longer its tasks of several kernels
+  /// lasted because the host launched them more slowly than they ran (their
+  /// spans include it; empty: none)
+  std::vector<core::Nanoseconds> host_stretch;
   core::Nanoseconds makespan;
   std::uint64_t events = 0;                         ///< events the engine processed
 };

@@ -98,7 +98,8 @@ std::vector<Bottleneck> rank_bottlenecks(const Report& r) {
   add("exposed_comm.ep", r.breakdown.exposed_comm.ep, "expert-parallel all-to-all");
   add("exposed_comm.dp", r.breakdown.exposed_comm.dp, "data-parallel gradient communication not hidden by compute");
   add("exposed_comm.pp", r.breakdown.exposed_comm.pp, "pipeline transfers not hidden by compute");
-  add("bubble", r.breakdown.bubble, "idle time (pipeline bubble and waiting)");
+  add("host_wait", r.breakdown.host_wait, "waiting for the host to launch kernels (kernels shorter than their launches)");
+  add("bubble", r.breakdown.bubble - r.breakdown.host_wait, "idle time (pipeline bubble and waiting)");
   std::stable_sort(out.begin(), out.end(), [](const Bottleneck& a, const Bottleneck& b) { return a.time > b.time; });
   if (!r.fits_in_memory) {
     out.insert(out.begin(), {"memory", Seconds(0), 0,
@@ -170,6 +171,14 @@ Report analyze(const plan::TaskGraph& g, const plan::Timeline& tl, const RunInfo
     const plan::RankInfo& rank = g.simulated[i];
     Breakdown b = sweep(g, tl, rank.rank, tasks_of_rank[rank.rank], tl.makespan);
     if (i < tl.contention_delay.size()) b.compute_slowed = core::to_seconds(tl.contention_delay[i]);
+    // The compute stream may wait for the host while communication keeps the GPU busy: only idle time counts.
+    // A task of several kernels that waited for its later launches was idle that long inside its span.
+    if (i < tl.host_wait.size()) {
+      const core::Seconds stretch = std::min(core::to_seconds(tl.host_stretch[i]), b.compute);
+      b.host_wait = std::min(core::to_seconds(tl.host_wait[i]), b.bubble) + stretch;
+      b.compute -= stretch;
+      b.bubble += stretch;
+    }
     if (first || b.compute > r.breakdown.compute) r.breakdown = b;
     first = false;
   }

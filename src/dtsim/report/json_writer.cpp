@@ -52,7 +52,8 @@ nlohmann::json to_json(const Report& r) {
           {"ep", b.exposed_comm.ep.value()},
           {"dp", b.exposed_comm.dp.value()},
           {"pp", b.exposed_comm.pp.value()}}},
-        {"bubble_s", b.bubble.value()}}},
+        {"bubble_s", b.bubble.value()},
+        {"host_wait_s", b.host_wait.value()}}},
       {"bottlenecks", bottlenecks},
   };
   if (r.parameter_server) {

@@ -47,6 +47,9 @@ struct Breakdown {
   core::Seconds compute_slowed;
   ExposedComm exposed_comm;
   core::Seconds bubble;     ///< idle: neither computing nor waiting on exposed communication
+  /// Of `bubble`: the GPU free to run its next kernel while the host had not
+  /// launched it yet (strategy key `host_launch`).
+  core::Seconds host_wait;
 };
 
 struct Bottleneck {

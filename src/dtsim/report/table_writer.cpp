@@ -48,6 +48,7 @@ void write_table(std::ostream& out, const Report& r) {
   fmt::print(out, "    exposed dp comm    {}\n", share(b.exposed_comm.dp, r.step_time));
   fmt::print(out, "    exposed pp comm    {}\n", share(b.exposed_comm.pp, r.step_time));
   fmt::print(out, "    bubble / idle      {}\n", share(b.bubble, r.step_time));
+  if (b.host_wait.value() > 0) fmt::print(out, "      waiting on host  {}\n", share(b.host_wait, r.step_time));
   fmt::print(out, "\n  memory per GPU (capacity {})\n", gib(r.info.memory_capacity));
   fmt::print(out, "    {:>5} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "stage", "params", "grads", "optimizer",
              "activations", "other", "peak");

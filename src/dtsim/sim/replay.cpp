@@ -19,6 +19,8 @@ using plan::TaskKind;
 
 // Event payloads with this bit set belong to a transfer (flow-level mode), not a task.
 constexpr std::uint32_t kTransferEvent = 1u << 31;
+// Event payloads with this bit set wake a stream whose next kernel the host has now launched.
+constexpr std::uint32_t kWakeEvent = 1u << 30;
 
 bool reverse_direction(const Task& t) { return t.phase == plan::Phase::kBackward || t.phase == plan::Phase::kPull; }
 
@@ -49,6 +51,7 @@ class Replay {
       streams_[i].queue = &template_queues_[instances_[i / plan::kStreamCount].simulated * plan::kStreamCount + i % plan::kStreamCount];
     }
     build_successors();
+    if (costs.host_launch.count > 0) count_launches(sim_of_rank);
     remaining_.assign(total_, 0);
     for (std::uint32_t id = 0; id < total_; ++id) {
       const Task& t = graph.tasks[template_id(id)];
@@ -83,6 +86,9 @@ class Replay {
       now_ = e.time;
       if (e.payload & kTransferEvent) {
         on_transfer_event(e.payload & ~kTransferEvent, e.sequence);
+      } else if (e.payload & kWakeEvent) {
+        streams_[e.payload & ~kWakeEvent].busy = false;
+        poke(e.payload & ~kWakeEvent);
       } else if (!contended_ || g_.tasks[template_id(e.payload)].kind != TaskKind::kCompute ||
                  end_running(e.payload, e.sequence)) {
         finish(e.payload);
@@ -90,6 +96,10 @@ class Replay {
     }
     if (finished_ != total_) throw std::logic_error("replay deadlocked: a task never ran (inconsistent TaskGraph)");
     timeline_.makespan = last_end_;
+    if (!host_wait_.empty()) {
+      timeline_.host_wait = std::move(host_wait_);
+      timeline_.host_stretch = std::move(host_stretch_);
+    }
     // A stage's peak is its fullest rank's.
     timeline_.peak_memory.assign(g_.simulated.size(), core::Bytes(0));
     for (std::size_t i = 0; i < instances_.size(); ++i) {
@@ -159,7 +169,7 @@ class Replay {
       instances_.push_back({r.rank, static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(base), first[s], g_.spmd_calls_of(k),
                             r.rank == g_.simulated[s].rank});
       base += count[s];
-      if (base >= kTransferEvent) throw std::length_error("dtsim: more than 2^31 tasks to replay");
+      if (base >= kWakeEvent) throw std::length_error("dtsim: more than 2^30 tasks to replay");
     }
     total_ = static_cast<std::uint32_t>(base);
     instance_of_.resize(total_);
@@ -250,10 +260,41 @@ class Replay {
   void poke(std::size_t s) {
     StreamState& st = streams_[s];
     if (st.busy || st.head >= st.queue->size()) return;
-    const std::uint32_t id = id_of(instances_[s / plan::kStreamCount], (*st.queue)[st.head]);
+    const Instance& in = instances_[s / plan::kStreamCount];
+    const std::uint32_t id = id_of(in, (*st.queue)[st.head]);
     if (remaining_[id] != 0) return;
     st.busy = true;
+    if (!launches_before_.empty()) {
+      // The host has not launched it yet: the stream waits for it. The step
+      // starts as its first kernel is launched.
+      const Nanoseconds launched{costs_.host_launch.count * launches_before_[(*st.queue)[st.head]]};
+      if (launched > now_) {
+        if (in.representative && s % plan::kStreamCount == static_cast<std::size_t>(plan::Stream::kCompute)) {
+          host_wait_[in.simulated].count += (launched - now_).count;
+        }
+        queue_.schedule(launched, kWakeEvent | static_cast<std::uint32_t>(s));
+        return;
+      }
+    }
     begin(id);
+  }
+
+  // The host issues each rank's kernels and collectives in program order,
+  // one every host_launch, from the step's start: nothing in a step makes it
+  // wait for the GPU (a loss read with .item() comes after the step). Per
+  // template task, the launches its rank issued before it.
+  void count_launches(const std::vector<int>& sim_of_rank) {
+    launches_before_.assign(g_.tasks.size(), 0);
+    std::vector<std::uint32_t> issued(g_.simulated.size(), 0);
+    for (std::uint32_t id = 0; id < g_.tasks.size(); ++id) {
+      const Task& t = g_.tasks[id];
+      if (!ordered(t)) continue;
+      std::uint32_t& n = issued[static_cast<std::size_t>(sim_of_rank[static_cast<std::size_t>(t.rank)])];
+      launches_before_[id] = n;
+      n += t.kind == TaskKind::kCompute ? costs_.kernel_launches[static_cast<std::size_t>(t.payload)] : 1;
+    }
+    host_wait_.assign(g_.simulated.size(), Nanoseconds{0});
+    host_stretch_.assign(g_.simulated.size(), Nanoseconds{0});
   }
 
   void begin(std::uint32_t id) {
@@ -263,6 +304,18 @@ class Replay {
       if (!costs_.rank_speed.empty()) {
         d = {static_cast<std::int64_t>(std::llround(static_cast<double>(d.count) /
                                                     costs_.rank_speed[static_cast<std::size_t>(t.rank)]))};
+      }
+      if (!launches_before_.empty()) {
+        // Its last kernel cannot end before the host has launched it (the
+        // host may be far ahead already: then nothing changes).
+        const std::uint32_t launches = costs_.kernel_launches[static_cast<std::size_t>(t.payload)];
+        const Nanoseconds last_launched{costs_.host_launch.count *
+                                        (launches_before_[template_id(id)] + (launches > 0 ? launches - 1 : 0))};
+        if (now_ + d < last_launched) {
+          const Instance& in = instances_[instance_index(id)];
+          if (in.representative) host_stretch_[in.simulated].count += (last_launched - now_ - d).count;
+          d = last_launched - now_;
+        }
       }
       if (contended_) {
         start_running(id, d);
@@ -540,6 +593,9 @@ class Replay {
   std::unordered_map<int, Server> servers_;
   std::vector<core::Bytes> in_use_;
   bool contended_ = false;
+  std::vector<std::uint32_t> launches_before_;  ///< per template task (empty: launches cost the GPU nothing)
+  std::vector<Nanoseconds> host_wait_;          ///< per simulated rank: its compute stream waiting for the host
+  std::vector<Nanoseconds> host_stretch_;       ///< per simulated rank: its kernels waiting for their later launches
   std::vector<std::vector<Running>> running_;  ///< per simulated rank
   std::vector<int> busy_sms_;
   std::vector<double> busy_hbm_;

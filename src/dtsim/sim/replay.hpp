@@ -27,6 +27,11 @@ struct TaskCosts {
   /// collectives one at a time in program order (point-to-point transfers
   /// and server queues stay as they are).
   bool concurrent_streams = true;
+  /// Per kernel, the kernels the host launches for it (hw::host_launches).
+  std::vector<std::uint32_t> kernel_launches{};
+  /// What the host takes to launch one kernel or collective (the strategy's
+  /// host_launch on a GPU; 0: the host is never behind, as on a CPU rank).
+  core::Nanoseconds host_launch{0};
   /// Per kernel, the share of its time each model::OpKind takes (sums to 1;
   /// all zero for an empty kernel): the critical path splits compute by it.
   std::vector<std::array<double, model::kOpKindCount>> kernel_op_share{};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "dtsim/hw/kernel_calls.hpp"
 #include "dtsim/hw/kernel_model.hpp"
 
 // What each kernel and collective of a TaskGraph costs, once per prediction:
@@ -70,7 +71,9 @@ TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_mod
   for (const plan::Kernel& k : graph.kernels) {
     core::Seconds total;
     std::array<double, model::kOpKindCount> by_kind{};
+    std::uint32_t launches = 0;
     for (const hw::OpWork& w : k.ops) {
+      launches += static_cast<std::uint32_t>(hw::host_launches(w));
       const core::Seconds t = cost_model.time(w, graph.dtype);
       total += t;
       by_kind[static_cast<std::size_t>(w.kind)] += t.value();
@@ -79,6 +82,7 @@ TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_mod
       for (double& share : by_kind) share /= total.value();
     }
     costs.kernel.push_back(core::to_nanoseconds(total));
+    costs.kernel_launches.push_back(launches);
     costs.kernel_op_share.push_back(by_kind);
   }
   costs.call.reserve(graph.calls.size());
