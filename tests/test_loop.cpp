@@ -84,7 +84,10 @@ TEST_P(Loop, StepTimeErrorUnder15Percent) {
   }
   std::vector<double>& errors = attempts.clean_errors;
   std::sort(errors.begin(), errors.end());
-  const double median = errors[errors.size() / 2];
+  // Two clean attempts (the others disturbed) have the mean of both as their
+  // median; taking the upper one graded a +17.7% beside a -7.4% alone.
+  const std::size_t mid = errors.size() / 2;
+  const double median = errors.size() % 2 == 1 ? errors[mid] : (errors[mid - 1] + errors[mid]) / 2;
   std::printf("%s %s: median step-time error %+.1f%% of %zu clean attempts\n", GetParam().model, GetParam().strategy,
               100 * median, errors.size());
   EXPECT_LT(std::abs(median), 0.15);
