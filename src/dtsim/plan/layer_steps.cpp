@@ -140,6 +140,15 @@ double LayerSteps::score_passes(bool backward) const {
 //  - rotary embedding (apply_rotary_pos_emb): rotate_half's negation and cat,
 //    x * cos, rotate_half(x) * sin and their sum: about 10 element passes
 //    where a fused kernel makes 2.
+double LayerSteps::eager_factor(model::Op::Pattern pattern) const {
+  if (r_.s.framework == Framework::kMegatron) return 1.0;
+  switch (pattern) {
+    case model::Op::Pattern::kRmsNorm: return 9.0;
+    case model::Op::Pattern::kRotary: return 5.0;
+    default: return 1.0;
+  }
+}
+
 // The kernels PyTorch eager launches for the same chains, as the host
 // issues them (0: the op's own kernel calls, as a fused kernel runs):
 //  - RMSNorm forward: float(), pow, mean, + eps, rsqrt, *, .to(bf16),
@@ -153,15 +162,6 @@ int LayerSteps::eager_launches(model::Op::Pattern pattern, bool backward) const 
     case model::Op::Pattern::kRmsNorm: return backward ? 12 : 8;
     case model::Op::Pattern::kRotary: return 10;
     default: return 0;
-  }
-}
-
-double LayerSteps::eager_factor(model::Op::Pattern pattern) const {
-  if (r_.s.framework == Framework::kMegatron) return 1.0;
-  switch (pattern) {
-    case model::Op::Pattern::kRmsNorm: return 9.0;
-    case model::Op::Pattern::kRotary: return 5.0;
-    default: return 1.0;
   }
 }
 

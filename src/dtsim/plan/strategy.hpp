@@ -104,8 +104,8 @@ struct Strategy {
   /// GPU from the step's start (nothing in a step waits for the GPU), so this
   /// shows only where kernels are shorter than their launches: small models,
   /// small micro-batches. 8 us is PyTorch eager's cost per CUDA op, Python
-  /// included (README, Validation: "Host launches"); 0 is a CUDA graph, whose
-  /// replay launches the step at once.
+  /// included (README, Validation, "Modelled: the host launches every
+  /// kernel"); 0 is a CUDA graph, whose replay launches the step at once.
   core::Seconds host_launch = core::Seconds(8e-6);
   /// Tensor-parallel all-gathers and reduce-scatters pipelined with their
   /// GEMMs (Megatron-Core --tp-comm-overlap): each runs beside the next compute.

@@ -190,9 +190,13 @@ std::string html_report(const Report& r, const plan::TaskGraph& g, const plan::T
   html += fmt::format("</table><h2>Breakdown (rank {})</h2><table><tr><th>part</th><th>seconds</th></tr>"
                       "<tr><td>compute</td><td>{:.4f}</td></tr><tr><td>exposed tp</td><td>{:.4f}</td></tr><tr><td>exposed cp</td><td>{:.4f}</td></tr>"
                       "<tr><td>exposed ep</td><td>{:.4f}</td></tr><tr><td>exposed dp</td><td>{:.4f}</td></tr><tr><td>exposed pp</td><td>{:.4f}</td></tr>"
-                      "<tr><td>bubble and waiting</td><td>{:.4f}</td></tr></table>",
+                      "<tr><td>bubble and waiting</td><td>{:.4f}</td></tr>",
                       b.rank, b.compute.value(), b.exposed_comm.tp.value(), b.exposed_comm.cp.value(), b.exposed_comm.ep.value(),
                       b.exposed_comm.dp.value(), b.exposed_comm.pp.value(), b.bubble.value());
+  if (b.host_wait.value() > 0) {
+    html += fmt::format("<tr><td>of which waiting on the host</td><td>{:.4f}</td></tr>", b.host_wait.value());
+  }
+  html += "</table>";
   html += "<h2>Bottlenecks</h2><ul>";
   for (const Bottleneck& bn : r.bottlenecks) html += "<li>" + escape(bn.message) + "</li>";
   html += "</ul></body></html>\n";
