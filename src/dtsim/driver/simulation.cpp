@@ -213,8 +213,7 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
                                              : plan::lower(graph, strategy, cluster, {full && !spmd, spmd});
   sim::TaskCosts costs = sim::cost_tasks(tasks, cost_model, network, request.network);
   if (!strategy.s.contention) costs.contention = {};
-  // A GPU's kernels wait for the host that launches them; a CPU rank is its own host.
-  if (cost_model.device().concurrent_streams) costs.host_launch = core::to_nanoseconds(strategy.s.host_launch);
+  costs.host_launch = core::to_nanoseconds(strategy.s.host_launch);
   if (!request.worker_speed.empty()) {
     costs.rank_speed.assign(static_cast<std::size_t>(tasks.world), 1.0);
     std::copy(request.worker_speed.begin(), request.worker_speed.end(), costs.rank_speed.begin());

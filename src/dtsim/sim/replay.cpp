@@ -51,7 +51,9 @@ class Replay {
       streams_[i].queue = &template_queues_[instances_[i / plan::kStreamCount].simulated * plan::kStreamCount + i % plan::kStreamCount];
     }
     build_successors();
-    if (costs.host_launch.count > 0) count_launches(sim_of_rank);
+    // A GPU's kernels wait for the host that launches them; a CPU rank (one
+    // stream, its own thread) is its own host.
+    if (costs.host_launch.count > 0 && costs.concurrent_streams) count_launches(sim_of_rank);
     remaining_.assign(total_, 0);
     for (std::uint32_t id = 0; id < total_; ++id) {
       const Task& t = graph.tasks[template_id(id)];

@@ -30,7 +30,8 @@ struct TaskCosts {
   /// Per kernel, the kernels the host launches for it (hw::host_launches).
   std::vector<std::uint32_t> kernel_launches{};
   /// What the host takes to launch one kernel or collective (the strategy's
-  /// host_launch on a GPU; 0: the host is never behind, as on a CPU rank).
+  /// host_launch; 0: the host is never behind). Without concurrent streams
+  /// (a CPU rank, its own host) the replay ignores it.
   core::Nanoseconds host_launch{0};
   /// Per kernel, the share of its time each model::OpKind takes (sums to 1;
   /// all zero for an empty kernel): the critical path splits compute by it.
