@@ -76,9 +76,24 @@ TEST(Protocols, SmallBuffersRunOnFewerChannels) {
   net::CollectivePlan p = network.plan(net::CollectiveOp::kAllReduce, first(8), core::Bytes(65536), net::Algorithm::kRing,
                                        net::Protocol::kSimple);
   EXPECT_EQ(p.channels, 2);
-  EXPECT_DOUBLE_EQ(p.phases[0].rate_fraction, 2.0 / 16.0);
+  EXPECT_DOUBLE_EQ(p.phases[0].rate_fraction, 2.0 / 24.0);
   EXPECT_EQ(network.plan(net::CollectiveOp::kAllReduce, first(8), core::Bytes(1e9), net::Algorithm::kRing,
+                         net::Protocol::kSimple).channels, 24);
+}
+
+// NCCL sizes a communicator's channels from its topology search: 24 rings
+// over one H100 node's NVSwitch, 2 per NIC (16) once it spans nodes.
+TEST(Protocols, CommunicatorsAcrossNodesRunOnTwoChannelsPerNic) {
+  topo::Cluster c = bundled("dgx-h100", 2);
+  net::Network network(c, {});
+  std::vector<int> two_nodes{0, 8};
+  EXPECT_EQ(network.plan(net::CollectiveOp::kAllReduce, two_nodes, core::Bytes(1e9), net::Algorithm::kRing,
                          net::Protocol::kSimple).channels, 16);
+  EXPECT_EQ(network.plan(net::CollectiveOp::kAllReduce, first(8), core::Bytes(1e9), net::Algorithm::kRing,
+                         net::Protocol::kSimple).channels, 24);
+  // Half the buffer that fills 16 channels fills 8 of them across nodes.
+  EXPECT_EQ(network.plan(net::CollectiveOp::kAllReduce, two_nodes, core::Bytes(8 * 32768.0), net::Algorithm::kRing,
+                         net::Protocol::kSimple).channels, 8);
 }
 
 // Reduce onto GPU 0, then broadcast from it: its switch port carries 7 buffers each way.

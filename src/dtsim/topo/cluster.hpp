@@ -67,9 +67,13 @@ class Cluster {
     /// nvls_efficiency / bus_efficiency of the cluster file; 1 when not given.
     double nvls_rate_fraction = 1.0;
     bool sharp = false;  ///< the network switches reduce (InfiniBand SHARP)
-    /// NCCL's channels (one thread block each) for a large collective; small
-    /// buffers use fewer, which caps their bandwidth.
+    /// NCCL's channels (one thread block each) for a large collective of a
+    /// communicator inside one node; small buffers use fewer, which caps
+    /// their bandwidth. NCCL sizes them at init from its topology search.
     int channels = 16;
+    /// The same for a communicator that spans nodes: NCCL searches one ring
+    /// per NIC there and doubles them, so 2 x the NICs a node has.
+    int channels_across_nodes = 16;
   };
 
   explicit Cluster(Shape shape);
@@ -93,7 +97,11 @@ class Cluster {
   [[nodiscard]] double nvls_rate_fraction() const { return shape_.nvls_rate_fraction; }
   [[nodiscard]] bool sharp() const { return shape_.sharp; }
   void set_sharp(bool sharp) { shape_.sharp = sharp; }
-  [[nodiscard]] int channels() const { return shape_.channels; }
+  /// NCCL's channel count for a large collective of a communicator that
+  /// stays in one node, or one that spans nodes.
+  [[nodiscard]] int channels(bool across_nodes) const {
+    return across_nodes ? shape_.channels_across_nodes : shape_.channels;
+  }
   [[nodiscard]] int gpus_per_node() const { return shape_.gpus_per_node; }
   [[nodiscard]] int gpu_count() const { return shape_.nodes * shape_.gpus_per_node; }
   [[nodiscard]] int node_of(int gpu) const { return gpu / shape_.gpus_per_node; }
