@@ -7,8 +7,8 @@
 #include <unordered_map>
 
 #include "dtsim/hw/kernel_model.hpp"
-#include "dtsim/net/shared_links.hpp"
 #include "dtsim/sim/event_queue.hpp"
+#include "dtsim/sim/flow_transfers.hpp"
 
 namespace dtsim::sim {
 namespace {
@@ -18,7 +18,7 @@ using plan::Task;
 using plan::TaskKind;
 
 // Event payloads with this bit set belong to a transfer (flow-level mode), not a task.
-constexpr std::uint32_t kTransferEvent = 1u << 31;
+constexpr std::uint32_t kTransferEvent = FlowTransfers::kEventBit;
 // Event payloads with this bit set wake a stream whose next kernel the host has now launched.
 constexpr std::uint32_t kWakeEvent = 1u << 30;
 
@@ -30,7 +30,7 @@ template <bool kCopied>
 class Replay {
  public:
   Replay(const plan::TaskGraph& graph, const TaskCosts& costs)
-      : g_(graph), costs_(costs), flow_(!costs.call_plan.empty()), links_(costs.link_capacity) {
+      : g_(graph), costs_(costs), flow_(!costs.call_plan.empty()), flows_(costs.link_capacity, queue_) {
     const std::size_t n = graph.tasks.size(), sims = graph.simulated.size();
     timeline_.spans.assign(n, {});
     std::vector<int> sim_of_rank(static_cast<std::size_t>(graph.world), -1);
@@ -87,7 +87,7 @@ class Replay {
       EventQueue::Event e = queue_.pop();
       now_ = e.time;
       if (e.payload & kTransferEvent) {
-        on_transfer_event(e.payload & ~kTransferEvent, e.sequence);
+        flows_.on_event(e.payload & ~kTransferEvent, e.sequence, now_);
       } else if (e.payload & kWakeEvent) {
         streams_[e.payload & ~kWakeEvent].busy = false;
         poke(e.payload & ~kWakeEvent);
@@ -436,97 +436,8 @@ class Replay {
       return;
     }
     for (std::uint32_t member : members) mark_started(member);
-    std::uint32_t slot;
-    if (!free_transfers_.empty()) {
-      slot = free_transfers_.back();
-      free_transfers_.pop_back();
-    } else {
-      slot = static_cast<std::uint32_t>(transfers_.size());
-      transfers_.emplace_back();
-    }
-    Transfer& x = transfers_[slot];
-    x.tasks = std::move(members);
     const bool reverse = g_.calls[call].op == plan::CommOp::kSendRecv && reverse_direction(first);
-    x.plan = reverse ? &costs_.reverse_plan[call] : &costs_.call_plan[call];
-    x.phase = 0;
-    x.activity = -1;
-    begin_phase(slot);
-  }
-
-  // Flow-level mode: a transfer pays each phase's latency, then moves its
-  // bytes as an activity of the shared links; then the next phase.
-  struct Transfer {
-    std::vector<std::uint32_t> tasks;
-    const net::CollectivePlan* plan = nullptr;
-    std::size_t phase = 0;
-    int activity = -1;       ///< in links_, while its bytes move
-    std::uint64_t event = 0; ///< the sequence of its one valid event
-    bool moving = false;
-  };
-
-  void begin_phase(std::uint32_t slot) {
-    Transfer& x = transfers_[slot];
-    x.moving = false;
-    if (x.plan->fixed) {
-      if (x.phase++ == 0) {
-        x.event = queue_.schedule(now_ + core::to_nanoseconds(*x.plan->fixed), kTransferEvent | slot);
-        return;
-      }
-    } else if (x.phase < x.plan->phases.size()) {
-      x.event = queue_.schedule(now_ + core::to_nanoseconds(x.plan->phases[x.phase].latency), kTransferEvent | slot);
-      return;
-    }
-    complete(slot);
-  }
-
-  void on_transfer_event(std::uint32_t slot, std::uint64_t sequence) {
-    Transfer& x = transfers_[slot];
-    if (x.tasks.empty() || sequence != x.event) return;  // superseded by a reschedule
-    const double now_s = static_cast<double>(now_.count) * 1e-9;
-    if (x.plan->fixed) {
-      begin_phase(slot);
-      return;
-    }
-    const net::FlowPhase& phase = x.plan->phases[x.phase];
-    if (!x.moving) {
-      double cap = std::numeric_limits<double>::infinity();
-      if (phase.rate_fraction < 1) {
-        double uncontended = cap;
-        for (auto [link, flows] : phase.flows_on_link) {
-          uncontended = std::min(uncontended, costs_.link_capacity[static_cast<std::size_t>(link)] / flows);
-        }
-        cap = uncontended * phase.rate_fraction;
-      }
-      x.moving = true;
-      x.activity = links_.add(now_s, phase.flows_on_link, phase.bytes_per_flow.value(), cap);
-      if (owner_.size() <= static_cast<std::size_t>(x.activity)) owner_.resize(static_cast<std::size_t>(x.activity) + 1);
-      owner_[static_cast<std::size_t>(x.activity)] = slot;
-      reschedule();
-      return;
-    }
-    links_.remove(now_s, x.activity);
-    x.activity = -1;
-    reschedule();
-    ++x.phase;
-    begin_phase(slot);
-  }
-
-  // The solver changed some activities' rates: move their end events.
-  void reschedule() {
-    for (const net::SharedLinks::Change& c : links_.changed()) {
-      const std::uint32_t slot = owner_[static_cast<std::size_t>(c.id)];
-      const auto end = static_cast<std::int64_t>(std::ceil(c.finish_s * 1e9));
-      transfers_[slot].event = queue_.schedule(Nanoseconds{std::max(end, now_.count)}, kTransferEvent | slot);
-    }
-  }
-
-  void complete(std::uint32_t slot) {
-    std::vector<std::uint32_t> tasks = std::move(transfers_[slot].tasks);
-    transfers_[slot].tasks.clear();
-    free_transfers_.push_back(slot);
-    for (std::uint32_t id : tasks) {
-      queue_.schedule(now_, id);  // through the agenda, in order with everything else at this time
-    }
+    flows_.start(std::move(members), reverse ? costs_.reverse_plan[call] : costs_.call_plan[call], now_);
   }
 
   void finish(std::uint32_t id) {
@@ -571,12 +482,9 @@ class Replay {
   const plan::TaskGraph& g_;
   const TaskCosts& costs_;
   bool flow_;
-  net::SharedLinks links_;
-  std::vector<Transfer> transfers_;
-  std::vector<std::uint32_t> free_transfers_;
-  std::vector<std::uint32_t> owner_;  ///< transfer slot of each links_ activity
+  EventQueue queue_;  // before flows_, which schedules on it
+  FlowTransfers flows_;
   plan::Timeline timeline_;
-  EventQueue queue_;
   Nanoseconds now_{0};
   std::vector<Instance> instances_;
   std::vector<std::uint32_t> instance_of_;  ///< with spmd ranks: each task id's instance
