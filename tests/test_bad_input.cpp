@@ -79,6 +79,7 @@ const Case kCases[] = {
   // absurd scales
   {"a million nodes", "", "simulate -m tiny-gpt -c dgx-h100 --nodes 1000000 -s ddp", "--nodes: 1000000 nodes of 8 GPUs is more than"},
   {"channels across nodes of none", R"({"name": "c", "device": "H100-SXM", "nodes": 2, "gpus_per_node": 8, "channels_across_nodes": 0, "intra_node": {"kind": "nvswitch", "bandwidth": "450 GB/s", "latency": "1 us"}})", "simulate -m tiny-gpt -c $F -s ddp", "$F: /channels_across_nodes: expected"},
+  {"NVLS channels without NVLS", R"({"name": "c", "device": "H100-SXM", "nodes": 1, "gpus_per_node": 8, "intra_node": {"kind": "nvswitch", "bandwidth": "450 GB/s", "latency": "1 us", "nvls_channels": 16}})", "simulate -m tiny-gpt -c $F -s ddp", "$F: /intra_node/nvls_channels: given without \"nvls\": true"},
   {"nodes past 2^32", cluster("4294967297", "\"450 GB/s\"", "\"1 us\""), "simulate -m tiny-gpt -c $F -s ddp", "$F: /nodes: expected an integer from 1 to 1048576, got 4294967297"},
   {"100000 layers", R"({"name": "m", "kind": "transformer", "layers": 100000, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 32})", "simulate -m $F -c dgx-h100 -s ddp", "$F: /layers: expected an integer from 1 to 10000"},
   {"hidden 2^40", R"({"name": "m", "kind": "transformer", "layers": 2, "hidden": 1099511627776, "heads": 4, "vocab": 100, "seq_len": 32})", "simulate -m $F -c dgx-h100 -s ddp", "$F: /hidden: expected an integer from 1 to 1048576"},

@@ -81,6 +81,19 @@ TEST(Protocols, SmallBuffersRunOnFewerChannels) {
                          net::Protocol::kSimple).channels, 24);
 }
 
+// NVLS runs on NCCL's NVLS channels (16 on Hopper) at every size: no ramp
+// over the ring's 24, and 16 SMs taken from the kernels beside it.
+TEST(Protocols, NvlsRunsOnItsOwnChannelsAtEverySize) {
+  topo::Cluster c = bundled("dgx-h100");
+  net::Network network(c, {});
+  for (double bytes : {65536.0, 1e9}) {
+    net::CollectivePlan p = network.plan(net::CollectiveOp::kAllReduce, first(8), core::Bytes(bytes), net::Algorithm::kNvls,
+                                         net::Protocol::kSimple);
+    EXPECT_EQ(p.channels, 16) << bytes;
+    for (const net::FlowPhase& phase : p.phases) EXPECT_DOUBLE_EQ(phase.rate_fraction, c.nvls_rate_fraction()) << bytes;
+  }
+}
+
 // NCCL sizes a communicator's channels from its topology search: 24 rings
 // over one H100 node's NVSwitch, 2 per NIC (16) once it spans nodes.
 TEST(Protocols, CommunicatorsAcrossNodesRunOnTwoChannelsPerNic) {

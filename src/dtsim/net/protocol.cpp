@@ -101,9 +101,16 @@ CollectivePlan Network::with_protocol(CollectivePlan plan, CollectiveOp op, std:
   const bool across_nodes = std::any_of(gpus.begin(), gpus.end(), [&](int g) { return cluster_->node_of_endpoint(g) != node; });
   const double bandwidth = bandwidth_factor(protocol, op, across_nodes);
   plan.protocol = protocol;
-  const int max_channels = cluster_->channels(across_nodes);
-  plan.channels = channels_for(bytes, protocol, plan.algorithm, gpus.size(), max_channels);
-  const double rate_fraction = static_cast<double>(plan.channels) / max_channels;
+  double rate_fraction = 1.0;
+  if (plan.algorithm == Algorithm::kNvls) {
+    // NCCL runs NVLS on its own channels whatever the size (its tuning takes
+    // nvlsChannels as they are): no ramp, its rate is the switch's.
+    plan.channels = cluster_->nvls_channels();
+  } else {
+    const int max_channels = cluster_->channels(across_nodes);
+    plan.channels = channels_for(bytes, protocol, plan.algorithm, gpus.size(), max_channels);
+    rate_fraction = static_cast<double>(plan.channels) / max_channels;
+  }
   for (FlowPhase& phase : plan.phases) {
     phase.latency = phase.latency * latency_factor(protocol, medium_of(phase, *cluster_));
     phase.bytes_per_flow = phase.bytes_per_flow / bandwidth;

@@ -66,6 +66,9 @@ class Cluster {
     /// NVLS's rate over that of the NVLink links (their bus efficiency):
     /// nvls_efficiency / bus_efficiency of the cluster file; 1 when not given.
     double nvls_rate_fraction = 1.0;
+    /// The channels NCCL runs NVLS on, at every buffer size (its
+    /// NVLS_NCHANNELS: 16 on Hopper, as its init logs print).
+    int nvls_channels = 16;
     bool sharp = false;  ///< the network switches reduce (InfiniBand SHARP)
     /// NCCL's channels (one thread block each) for a large collective of a
     /// communicator inside one node; small buffers use fewer, which caps
@@ -95,6 +98,7 @@ class Cluster {
   [[nodiscard]] bool torus() const { return shape_.torus; }
   [[nodiscard]] bool nvls() const { return shape_.nvls; }
   [[nodiscard]] double nvls_rate_fraction() const { return shape_.nvls_rate_fraction; }
+  [[nodiscard]] int nvls_channels() const { return shape_.nvls_channels; }
   [[nodiscard]] bool sharp() const { return shape_.sharp; }
   void set_sharp(bool sharp) { shape_.sharp = sharp; }
   /// NCCL's channel count for a large collective of a communicator that

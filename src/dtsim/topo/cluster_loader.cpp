@@ -366,6 +366,10 @@ Cluster build_cluster(const nlohmann::json& document, const std::string& file, c
     if (!shape.nvls) intra.fail("nvls_efficiency", "given without \"nvls\": true");
     shape.nvls_rate_fraction = e / bus_efficiency(intra);
   }
+  if (intra.has("nvls_channels")) {
+    shape.nvls_channels = static_cast<int>(intra.count("nvls_channels", 64));
+    if (!shape.nvls) intra.fail("nvls_channels", "given without \"nvls\": true");
+  }
   Cluster cluster(shape);
   build_nodes(cluster, intra, pcie);
 
