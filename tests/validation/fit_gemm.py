@@ -23,6 +23,7 @@ the mean |log(predicted / measured)| over the grid points of at least
 2 GFLOP (below that the launch and the timer dominate) by coordinate
 descent; standard library only.
 """
+import functools
 import json
 import math
 import pathlib
@@ -53,11 +54,14 @@ def tile_work(p, m, n, k):
     return min(best, 2.0 * padded * (k + p["pipeline_k"]) / p["stream_k_efficiency"])
 
 
+@functools.cache
 def grid():
+    """The measured points: (m, n, k, seconds), read once."""
     profile = json.loads((ROOT / "calibrate/profiles/h100-sxm/profile.json").read_text())
-    return [(g["m"], g["n"], g["k"], g["median_us"] * 1e-6) for g in profile["kernels"]["gemm"]]
+    return tuple((g["m"], g["n"], g["k"], g["median_us"] * 1e-6) for g in profile["kernels"]["gemm"])
 
 
+@functools.cache
 def grid_anchor():
     """The grid's fastest point: (m, n, k, FLOP/s)."""
     m, n, k, t = max(grid(), key=lambda g: g[0] * g[1] * g[2] / g[3])
@@ -119,10 +123,12 @@ def rounded(p):
     return {k: (round(v) if k == "pipeline_k" else round(v, 2)) for k, v in p.items()}
 
 
-def committed():
-    by_shape = {(t["m"], t["n"]): t["efficiency"] for t in GEMM["tiles"]}
+def committed(device="H100-SXM"):
+    """The figures devices/<device>.json holds, by the fit's names."""
+    gemm = json.loads((ROOT / "devices" / f"{device}.json").read_text())["kernel_model"]["gemm"]
+    by_shape = {(t["m"], t["n"]): t["efficiency"] for t in gemm["tiles"]}
     return {"efficiency_128x128": by_shape[(128, 128)], "efficiency_64x128": by_shape[(64, 128)],
-            "pipeline_k": GEMM["pipeline_k"], "stream_k_efficiency": GEMM["stream_k_efficiency"]}
+            "pipeline_k": gemm["pipeline_k"], "stream_k_efficiency": gemm["stream_k_efficiency"]}
 
 
 def report(p):

@@ -67,8 +67,10 @@ double bandwidth_factor(Protocol protocol, CollectiveOp op, bool across_nodes) {
 
 // NCCL adds a channel only when each gets nthreads · threshold bytes
 // (NCCL_{LL,LL128,SIMPLE}_THREAD_THRESHOLD = 8, 8, 64 bytes per thread,
-// 512 threads; ring LL's threshold grows with the rank count).
+// 512 threads; ring LL's threshold grows with the rank count). NVLS takes
+// all of its own channels whatever the size (its tuning: nc = nvlsChannels).
 int channels_for(Bytes bytes, Protocol protocol, Algorithm algorithm, std::size_t ranks, int max_channels) {
+  if (algorithm == Algorithm::kNvls) return max_channels;
   constexpr double kThreads = 512;
   double per_thread = protocol == Protocol::kSimple ? 64 : 8;
   if (protocol == Protocol::kLl && algorithm == Algorithm::kRing) per_thread *= static_cast<double>(ranks);
@@ -101,16 +103,9 @@ CollectivePlan Network::with_protocol(CollectivePlan plan, CollectiveOp op, std:
   const bool across_nodes = std::any_of(gpus.begin(), gpus.end(), [&](int g) { return cluster_->node_of_endpoint(g) != node; });
   const double bandwidth = bandwidth_factor(protocol, op, across_nodes);
   plan.protocol = protocol;
-  double rate_fraction = 1.0;
-  if (plan.algorithm == Algorithm::kNvls) {
-    // NCCL runs NVLS on its own channels whatever the size (its tuning takes
-    // nvlsChannels as they are): no ramp, its rate is the switch's.
-    plan.channels = cluster_->nvls_channels();
-  } else {
-    const int max_channels = cluster_->channels(across_nodes);
-    plan.channels = channels_for(bytes, protocol, plan.algorithm, gpus.size(), max_channels);
-    rate_fraction = static_cast<double>(plan.channels) / max_channels;
-  }
+  const int max_channels = plan.algorithm == Algorithm::kNvls ? cluster_->nvls_channels() : cluster_->channels(across_nodes);
+  plan.channels = channels_for(bytes, protocol, plan.algorithm, gpus.size(), max_channels);
+  const double rate_fraction = static_cast<double>(plan.channels) / max_channels;
   for (FlowPhase& phase : plan.phases) {
     phase.latency = phase.latency * latency_factor(protocol, medium_of(phase, *cluster_));
     phase.bytes_per_flow = phase.bytes_per_flow / bandwidth;

@@ -327,15 +327,9 @@ Cluster build_cluster(const nlohmann::json& document, const std::string& file, c
                            fmt::format("{} nodes of {} GPUs is more than the {} GPUs dtsim models", shape.nodes,
                                        shape.gpus_per_node, kMaxGpus));
   }
-  shape.channels = static_cast<int>(r.count_or("channels", shape.channels));
-  if (shape.channels < 1 || shape.channels > 64) {
-    r.fail("channels", fmt::format("expected NCCL's channel count, 1 to 64, got {}", shape.channels));
-  }
-  shape.channels_across_nodes = static_cast<int>(r.count_or("channels_across_nodes", shape.channels));
-  if (shape.channels_across_nodes < 1 || shape.channels_across_nodes > 64) {
-    r.fail("channels_across_nodes",
-           fmt::format("expected NCCL's channel count across nodes, 1 to 64, got {}", shape.channels_across_nodes));
-  }
+  // NCCL's channel counts (MAXCHANNELS is 64).
+  shape.channels = static_cast<int>(r.count_or("channels", shape.channels, 64));
+  shape.channels_across_nodes = static_cast<int>(r.count_or("channels_across_nodes", shape.channels, 64));
 
   HostLink pcie{device->pcie_bandwidth, Seconds(1e-6)};
   if (auto p = r.optional_object("pcie")) {
