@@ -73,6 +73,23 @@ TEST(SharedLinks, OnlyTheConnectedComponentIsSolvedAgain) {
   EXPECT_EQ(links.changed().size(), 1u);
 }
 
+// Inside a component, an activity whose rate a start leaves as it was keeps
+// its progress and finish untouched: x, bound by link 1 (4 B/s, shared with
+// z), keeps 2 B/s when y joins link 0 (10 B/s), so only y is reported. Its
+// finish then depends on its own history alone, as copies of a group that
+// start together need in order to finish together to the nanosecond.
+TEST(SharedLinks, ActivitiesWhoseRateStaysAreNotTouched) {
+  net::SharedLinks links({10.0, 4.0});
+  const int x = links.add(0, Loads{{0, 1}, {1, 1}}, 10);
+  links.add(0, Loads{{1, 1}}, 10);
+  ASSERT_DOUBLE_EQ(links.rate(x), 2);
+  const int y = links.add(1.0, Loads{{0, 1}}, 10);
+  ASSERT_EQ(links.changed().size(), 1u);
+  EXPECT_EQ(links.changed().front().id, y);
+  EXPECT_DOUBLE_EQ(links.rate(x), 2);
+  EXPECT_DOUBLE_EQ(links.rate(y), 8);
+}
+
 namespace {
 
 // Two nodes of two GPUs with one NIC each: both GPUs of a node share it.

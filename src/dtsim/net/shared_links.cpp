@@ -79,8 +79,7 @@ void SharedLinks::solve(double now_s, std::span<const std::pair<int, int>> seed_
   }
   for (int id : component) {
     Activity& a = activities_[static_cast<std::size_t>(id)];
-    a.remaining -= a.rate * (now_s - a.since_s);
-    a.since_s = now_s;
+    a.previous_rate = a.rate;
     a.rate = 0;
     a.frozen = false;
   }
@@ -131,8 +130,19 @@ void SharedLinks::solve(double now_s, std::span<const std::pair<int, int>> seed_
       if (!a.frozen && a.rate >= a.cap * (1 - 1e-12)) freeze(a);
     }
   }
+  // An activity whose rate came out as it was keeps its progress and its
+  // finish as they were: only the rates that changed are brought up to date.
+  // So each activity's finish depends on its own history, not on when
+  // another part of the component happened to be solved (copies of a group
+  // that start together finish together to the nanosecond).
   for (int id : component) {
-    const Activity& a = activities_[static_cast<std::size_t>(id)];
+    Activity& a = activities_[static_cast<std::size_t>(id)];
+    if (a.previous_rate > 0 && std::abs(a.rate - a.previous_rate) <= 1e-12 * a.previous_rate) {
+      a.rate = a.previous_rate;
+      continue;
+    }
+    a.remaining -= a.previous_rate * (now_s - a.since_s);
+    a.since_s = now_s;
     changed_.push_back({id, a.remaining <= 0 ? now_s : now_s + a.remaining / a.rate});
   }
 }

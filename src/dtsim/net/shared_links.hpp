@@ -28,7 +28,7 @@ class SharedLinks {
   /// Ends an activity (finished or not) at `now_s`.
   void remove(double now_s, int id);
 
-  /// Activities whose rate the last add() or remove() solved again (the one
+  /// Activities whose rate the last add() or remove() changed (the one
   /// added included), with when each would finish at its new rate.
   struct Change {
     int id;
@@ -45,6 +45,7 @@ class SharedLinks {
     double rate = 0;       ///< bytes per second per flow
     double cap = 0;
     double since_s = 0;    ///< when `remaining` was last brought up to date
+    double previous_rate = 0;  ///< scratch for the solver: the rate before this solve
     bool frozen = false;   ///< scratch for the solver
     std::uint32_t mark = 0;
   };
