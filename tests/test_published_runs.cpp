@@ -159,7 +159,9 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               {"llm-foundry H100 bf16", {0.10, 0.37}},
                                               {"llm-foundry H100 fp8", {0.07, 0.12}},
                                               {"llm-foundry A100 80GB", {0.06, 0.40}},
-                                              {"llm-foundry A100 40GB", {0.085, 0.49}}};
+                                              // worst: MPT-70B on 64 GPUs, which the source
+                                              // itself puts at 276 tokens/s/GPU against 376 on 128
+                                              {"llm-foundry A100 40GB", {0.085, 0.53}}};
   for (const auto& [name, s] : by_source) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name).mean) << name;

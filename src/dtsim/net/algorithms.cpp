@@ -56,6 +56,18 @@ std::string_view algorithm_names() {
   return "auto, ring, tree, halving_doubling, direct, nvls, sharp, ps, reduce_broadcast";
 }
 
+Network::RingVolume Network::ring_volume(CollectiveOp op, std::size_t members) {
+  const double n = static_cast<double>(members);
+  switch (op) {
+    case CollectiveOp::kAllReduce: return {2 * (n - 1) / n, 2 * (n - 1)};
+    case CollectiveOp::kBroadcast:
+    case CollectiveOp::kReduce: return {1, n - 1};  // pipelined chunks along the ring
+    case CollectiveOp::kSendRecv:
+    case CollectiveOp::kRingExchange: return {1, 1};
+    default: return {(n - 1) / n, n - 1};
+  }
+}
+
 Network::Network(const topo::Cluster& cluster, NetworkOptions options) : cluster_(&cluster), options_(std::move(options)) {
   capacity_.reserve(cluster.links().size());
   for (const topo::LinkInfo& link : cluster.links()) {
@@ -118,18 +130,36 @@ CollectivePlan Network::ring(CollectiveOp op, const std::vector<std::vector<int>
     }
     for (std::size_t i = 0; i < r.size(); ++i) flows.emplace_back(r[i], r[(i + 1) % r.size()]);
   }
-  const double nd = static_cast<double>(n);
-  double steps = nd - 1;
-  Bytes per_rank = bytes * ((nd - 1) / nd);
-  switch (op) {
-    case CollectiveOp::kAllReduce: per_rank = bytes * (2 * (nd - 1) / nd); steps = 2 * (nd - 1); break;
-    case CollectiveOp::kBroadcast:
-    case CollectiveOp::kReduce: per_rank = bytes; break;  // pipelined chunks along the ring
-    case CollectiveOp::kSendRecv:
-    case CollectiveOp::kRingExchange: per_rank = bytes; steps = 1; break;
-    default: break;
+  const RingVolume v = ring_volume(op, n);
+  plan.phases.push_back(phase(flows, bytes * v.bytes_per_rank, v.steps));
+  return plan;
+}
+
+// NCCL's ring over several nodes is one flat ring per channel through every
+// member, not a hierarchy of phases: the chunks pipeline along it, so the
+// slowest hop sets the rate. Each ring leaves a node through its own NIC and
+// stays on its rail: PXN (NCCL 2.12 on) has the node's last member hand the
+// data over NVLink to the member on the rail of the next node's entry. So, per
+// node, ring j is the node's whole NVLink cycle plus one crossing from member
+// j to member j of the next node; the node's p rings take S/p each.
+CollectivePlan Network::ring_across_nodes(CollectiveOp op, const std::vector<std::vector<int>>& nodes, Bytes bytes) const {
+  const std::size_t per_node = nodes.front().size(), count = nodes.size();
+  Flows intra, across;
+  for (std::size_t a = 0; a < count; ++a) {
+    for (std::size_t i = 0; i < per_node; ++i) {
+      across.emplace_back(nodes[a][i], nodes[(a + 1) % count][i]);
+      for (std::size_t ring = 0; ring < per_node; ++ring) intra.emplace_back(nodes[a][i], nodes[a][(i + 1) % per_node]);
+    }
   }
-  plan.phases.push_back(phase(flows, per_rank, steps));
+  const RingVolume v = ring_volume(op, per_node * count);
+  Flows flows = intra;
+  flows.insert(flows.end(), across.begin(), across.end());
+  CollectivePlan plan;
+  plan.phases.push_back(phase(flows, bytes / static_cast<double>(per_node) * v.bytes_per_rank, v.steps));
+  // A chunk crosses the ring's hops in turn: `count` of every n are network hops.
+  const double n = static_cast<double>(per_node * count), crossings = static_cast<double>(count);
+  plan.phases.back().latency = (phase(across, Bytes(0), 1).latency * crossings +
+                                phase(intra, Bytes(0), 1).latency * (n - crossings)) * (v.steps / n);
   return plan;
 }
 
@@ -316,8 +346,14 @@ std::optional<CollectivePlan> Network::simple_plan(CollectiveOp op, std::span<co
     intra.push_back(members);
     for (std::size_t j = 0; j < per_node; ++j) inter[j].push_back(members[j]);
   }
-  // Across nodes the k parallel groups run the algorithm; inside nodes it runs
-  // where it applies (NVLS and SHARP reduce whole buffers: rings there).
+  if (algorithm == Algorithm::kRing) {
+    CollectivePlan plan = ring_across_nodes(op, intra, bytes);
+    plan.algorithm = algorithm;
+    return plan;
+  }
+  // Other algorithms run hierarchically: across nodes the k parallel groups
+  // run the algorithm; inside nodes it runs where it applies (NVLS and SHARP
+  // reduce whole buffers: rings there).
   auto across = flat(op, inter, bytes / static_cast<double>(per_node), algorithm);
   if (!across) return std::nullopt;
   auto inside = [&](CollectiveOp step) {

@@ -9,9 +9,11 @@
 /// (sim::replay, net::SharedLinks), so on an idle fabric both agree.
 /// Ring all-reduce over n GPUs is thus the textbook
 ///   2(n-1)/n · S / B + 2(n-1) · latency.
-/// A group that spans nodes with several GPUs per node runs hierarchically:
-/// intra-node reduce-scatter, inter-node all-reduce of S/k in k parallel
-/// groups (one per local GPU index), intra-node all-gather.
+/// A ring over a group that spans nodes with k GPUs per node is NCCL's: k flat
+/// rings of S/k, each leaving every node through its own NIC. The other
+/// algorithms run hierarchically there: intra-node reduce-scatter, the
+/// algorithm across nodes on S/k in k parallel groups (one per local GPU
+/// index), intra-node all-gather.
 #include <map>
 #include <optional>
 #include <span>
@@ -142,7 +144,15 @@ class Network {
   const topo::Route& route(int from, int to) const;
   /// One phase of equal flows; `steps` latencies of the slowest route.
   FlowPhase phase(const Flows& flows, core::Bytes bytes_per_flow, double steps) const;
+  /// What each member of a ring of `members` sends, as a share of the buffer, and in how many steps.
+  struct RingVolume {
+    double bytes_per_rank;
+    double steps;
+  };
+  static RingVolume ring_volume(CollectiveOp op, std::size_t members);
   CollectivePlan ring(CollectiveOp op, const std::vector<std::vector<int>>& rings, core::Bytes bytes) const;
+  /// NCCL's flat rings through balanced groups on several nodes, one per member of a node.
+  CollectivePlan ring_across_nodes(CollectiveOp op, const std::vector<std::vector<int>>& nodes, core::Bytes bytes) const;
   /// One level (no node hierarchy) with the given algorithm, for several
   /// groups at once, Simple protocol; nullopt when the algorithm does not apply.
   std::optional<CollectivePlan> flat(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes,

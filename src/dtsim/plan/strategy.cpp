@@ -116,7 +116,7 @@ const std::vector<Preset>& presets() {
       {"one_device", "gpus=1", "one GPU, no communication (tf.distribute.OneDeviceStrategy)"},
       {"mirrored", "overlap=on", "all GPUs of the first node, gradients all-reduced (tf.distribute.MirroredStrategy)"},
       {"multi_worker_mirrored", "overlap=on",
-       "all GPUs of all nodes, hierarchical all-reduce across nodes (tf.distribute.MultiWorkerMirroredStrategy)"},
+       "all GPUs of all nodes, gradients all-reduced across them (tf.distribute.MultiWorkerMirroredStrategy)"},
       {"ddp", "overlap=on,bucket=25 MiB", "PyTorch DistributedDataParallel: 25 MiB buckets overlapped with backward"},
       {"horovod", "overlap=on,bucket=64 MiB", "Horovod: 64 MiB tensor-fusion buffer (HOROVOD_FUSION_THRESHOLD)"},
       {"zero1", "zero=1", "ZeRO stage 1: optimizer states sharded over dp"},

@@ -23,12 +23,16 @@ struct HostLink {
   Seconds latency;
 };
 
-// NCCL's Simple protocol delivers about 80% of the line rate as bus bandwidth
-// (an NCCL maintainer, NVIDIA/nccl-tests issue #212); a file may state its own.
+// NCCL's Simple protocol delivers about 80% of the NVLink line rate as bus
+// bandwidth (an NCCL maintainer, NVIDIA/nccl-tests issue #212). A NIC loses
+// less: NCCL's maintainers count 24 GB/s the peak of a 200 Gb/s NIC and 12 of
+// a 100 Gb/s one (nccl-tests issue #119), 48-49 GB/s of a 400 Gb/s ConnectX-7
+// (nccl-tests issue #267). A file may state its own.
 constexpr double kDefaultBusEfficiency = 0.8;
+constexpr double kDefaultNicEfficiency = 0.96;
 
-double bus_efficiency(core::JsonReader& r) {
-  double e = r.number_or("bus_efficiency", kDefaultBusEfficiency);
+double bus_efficiency(core::JsonReader& r, double fallback = kDefaultBusEfficiency) {
+  double e = r.number_or("bus_efficiency", fallback);
   if (!(e > 0 && e <= 1)) r.fail("bus_efficiency", fmt::format("expected a fraction in (0, 1], got {}", e));
   return e;
 }
@@ -181,7 +185,7 @@ void build_fat_tree(Cluster& cluster, core::JsonReader& inter, const HostLink& p
   const int spines = static_cast<int>(inter.count_or("spines", 1));
   const int leaves_per_pod = static_cast<int>(inter.count_or("leaves_per_pod", 0));
   const int cores = static_cast<int>(inter.count_or("cores", 1));
-  const double efficiency = bus_efficiency(inter);
+  const double efficiency = bus_efficiency(inter, kDefaultNicEfficiency);
   inter.ignore("sharp");
   inter.finish();
   if (cluster.gpus_per_node() % nics != 0 && nics % cluster.gpus_per_node() != 0) {
@@ -282,7 +286,7 @@ void build_explicit(Cluster& cluster, core::JsonReader& fabric) {
     const std::string kind = l.choice("kind", {"nvlink", "pcie", "network"});
     const BytesPerSecond bandwidth = l.bandwidth("bandwidth");
     const Seconds latency = l.duration("latency");
-    const double efficiency = bus_efficiency(l);
+    const double efficiency = bus_efficiency(l, kind == "network" ? kDefaultNicEfficiency : kDefaultBusEfficiency);
     l.finish();
     cluster.add_link(from, to, kind == "nvlink" ? LinkKind::kNvLink : kind == "pcie" ? LinkKind::kPcie : LinkKind::kNetwork,
                      bandwidth, latency, efficiency);
