@@ -220,6 +220,28 @@ TEST(KernelModel, ABadFigureIsOneLineNamingTheField) {
   }
 }
 
+// `persistent` says why the device's GEMMs are: without its source it is an error.
+TEST(KernelModel, PersistentGemmsNeedTheirSource) {
+  nlohmann::json p = nlohmann::json::parse(R"({"schema": "dtsim.profile/1", "device": "H100-SXM",
+    "kernel_model": {"sms": 132, "gemm": {"tiles": [{"m": 128, "n": 256, "efficiency": 1.0}], "pipeline_k": 128,
+    "launch": "4 us", "anchors": [], "persistent": {}, "source": "x"},
+    "memory": {"fraction": 0.9, "launch": "2 us", "source": "x"}}})");
+  try {
+    hw::parse_profile(p, "bad.json");
+    FAIL() << "accepted persistent GEMMs without a source";
+  } catch (const core::InputError& e) {
+    EXPECT_STREQ(e.what(), "bad.json: /kernel_model/gemm/persistent/source: missing field: expected a string");
+  }
+  // The Hopper dies say so; the A100 and Blackwell do not.
+  hw::DeviceCatalog catalog;
+  for (const char* hopper : {"H100-SXM", "H200-SXM", "H800-SXM", "GH200"}) {
+    EXPECT_TRUE(catalog.find(hopper)->kernel_figures->persistent_gemm) << hopper;
+  }
+  for (const char* other : {"A100-SXM-80GB", "B200", "MI300X"}) {
+    EXPECT_FALSE(catalog.find(other)->kernel_figures->persistent_gemm) << other;
+  }
+}
+
 // The bundled H100 model against the whole GEMM calls measured on an H100
 // (calibrate/profiles/h100-sxm/profile.json: cuBLASLt, bf16, at the boost
 // clock the calibration idles back to). Aligned calls hold the tile model;

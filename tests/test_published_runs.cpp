@@ -133,7 +133,7 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
   // Issue 12's target is a mean |error| of 5% per source and no case beyond
   // 12%; it is not met (README, "Validation"). Until it is, these bounds hold
   // what the model reaches today, so that no change makes it worse unseen.
-  const std::map<std::string, double> bound = {{"flashattention-2", 0.10},  {"llm-foundry-mpt", 0.13},
+  const std::map<std::string, double> bound = {{"flashattention-2", 0.10},  {"llm-foundry-mpt", 0.105},
                                                {"megatron-core-h100", 0.125}, {"megatron-lm-2020", 0.08},
                                                {"megatron-sc21", 0.08}};
   for (const auto& [name, s] : by_source) {
@@ -155,9 +155,9 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
   struct Bound {
     double mean, worst;
   };
-  const std::map<std::string, Bound> bound = {{"ml-engineering", {0.21, 0.31}},
-                                              {"llm-foundry H100 bf16", {0.10, 0.37}},
-                                              {"llm-foundry H100 fp8", {0.07, 0.12}},
+  const std::map<std::string, Bound> bound = {{"ml-engineering", {0.20, 0.31}},
+                                              {"llm-foundry H100 bf16", {0.08, 0.33}},
+                                              {"llm-foundry H100 fp8", {0.06, 0.11}},
                                               {"llm-foundry A100 80GB", {0.06, 0.40}},
                                               // worst: MPT-70B on 64 GPUs, which the source
                                               // itself puts at 276 tokens/s/GPU against 376 on 128

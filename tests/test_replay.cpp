@@ -143,6 +143,7 @@ sim::TaskCosts contended(model::OpKind kind) {
   costs.contention.sms = 100;
   costs.contention.hbm_bytes_per_s = 1e12;
   costs.contention.call_sms = {20};
+  costs.contention.call_announced = {0};
   costs.contention.call_hbm_bytes_per_s = {5e11};
   return costs;
 }
@@ -177,10 +178,36 @@ TEST(Contention, NothingChangesWithoutFiguresOrWithoutOverlap) {
 }
 
 TEST(Contention, SlowdownClosedForm) {
-  EXPECT_DOUBLE_EQ(sim::contention_slowdown(1.0, 132, 0, 3e12, 0), 1.0);
-  EXPECT_DOUBLE_EQ(sim::contention_slowdown(1.0, 132, 16, 3e12, 0), 132.0 / 116.0);
-  EXPECT_DOUBLE_EQ(sim::contention_slowdown(0.5, 100, 20, 1e12, 5e11), 0.5 * 1.25 + 0.5 * 2.0);
+  using sim::BusySms, sim::KernelShares;
+  const KernelShares gemm{1.0, 0.0};
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown(gemm, 132, {}, false, 3e12, 0), 1.0);
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown(gemm, 132, {0, 16}, false, 3e12, 0), 132.0 / 116.0);
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown({0.5, 0.0}, 100, {0, 20}, false, 1e12, 5e11), 0.5 * 1.25 + 0.5 * 2.0);
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown({0.25, 0.25}, 100, {0, 20}, false, 1e12, 5e11), 0.5 * 1.25 + 0.5 * 2.0);
   // Memory never drops below a tenth, SMs below one.
-  EXPECT_DOUBLE_EQ(sim::contention_slowdown(0.0, 100, 0, 1e12, 5e12), 10.0);
-  EXPECT_DOUBLE_EQ(sim::contention_slowdown(1.0, 100, 500, 1e12, 0), 100.0);
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown({0.0, 0.0}, 100, {}, false, 1e12, 5e12), 10.0);
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown(gemm, 100, {0, 500}, false, 1e12, 0), 100.0);
+}
+
+// Hopper's persistent GEMM launches one CTA per SM it knows of. Beside an
+// NCCL kernel it was not told of, the CTAs that find no SM run in a second
+// wave: twice as long, however few SMs the collective holds; attention
+// and streaming kernels are not persistent and spread as before. Launched
+// on the SMs a collective leaves (Transformer Engine's comm-GEMM overlap),
+// it runs in one wave on them.
+TEST(Contention, PersistentGemmsBesideUnannouncedSmsRunASecondWave) {
+  using sim::BusySms, sim::KernelShares;
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown({1.0, 0.0}, 132, {0, 24}, true, 3e12, 0), 2.0);
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown({1.0, 0.0}, 132, {0, 1}, true, 3e12, 0), 2.0);
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown({1.0, 0.0}, 132, {0, 70}, true, 3e12, 0), 3.0);
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown({0.0, 1.0}, 132, {0, 24}, true, 3e12, 0), 132.0 / 108.0);
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown({1.0, 0.0}, 132, {24, 0}, true, 3e12, 0), 132.0 / 108.0);
+  // Told of 16, beside 8 more it was not: 116 CTAs on 108 SMs, two waves of 116's work.
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown({1.0, 0.0}, 132, {16, 8}, true, 3e12, 0), 2.0 * 132.0 / 116.0);
+  // In the replay: 400 ns at half speed do 200 ns of the work; 800 ns are left.
+  sim::TaskCosts costs = contended(model::OpKind::kGemm);
+  costs.contention.persistent_gemm = true;
+  EXPECT_EQ(sim::replay(kernel_beside_a_collective(), costs).spans[0].end.count, 1200);
+  costs.contention.call_announced = {1};
+  EXPECT_EQ(sim::replay(kernel_beside_a_collective(), costs).spans[0].end.count, 1080);
 }

@@ -10,12 +10,14 @@ threads and most of its shared memory) and spin for `hold_us`, launched on
 one stream just before a cuBLAS GEMM (torch.matmul, bf16) on another. The GEMM
 is timed with CUDA events on its own stream, beside the held SMs and alone.
 
-dtsim's model (sim::contention_slowdown) says the GEMM runs on S - c SMs:
-time x S / (S - c). If cuBLAS's kernel gives each of its blocks a fixed share
-of the tiles (a persistent kernel with a static schedule), the blocks that
-find no free SM wait until the holding kernel ends, and the GEMM ends near
-hold + its own time. README, "Validation", candidate 4, says what each answer
-would change. Prepared in the twelfth session without a GPU: not yet run.
+dtsim's model (sim::contention_slowdown) says: on a device whose figures
+say `persistent` (Hopper), cuBLAS gives each of its blocks a fixed share of
+the tiles, the blocks that find no free SM wait, and the GEMM runs twice as
+long while the held SMs stay held (dtsim's rate model: 2x during the hold,
+full speed after it); elsewhere it runs on S - c SMs, time x S / (S - c).
+README, "Validation", "Hopper's persistent GEMMs beside NCCL" and candidate
+4, say what each answer would change. Prepared in the twelfth session
+without a GPU: not yet run.
 """
 import json
 import statistics

@@ -88,6 +88,12 @@ KernelFigures read_kernel_figures(core::JsonReader r) {
   }
   if (f.tiles.empty()) gemm.fail("tiles", "expected at least one tile");
   if (gemm.has("stream_k_efficiency")) f.stream_k_efficiency = fraction(gemm, "stream_k_efficiency");
+  if (gemm.has("persistent")) {
+    core::JsonReader persistent = gemm.object("persistent");
+    f.persistent_gemm = true;
+    f.persistent_gemm_source = persistent.string("source");
+    persistent.finish();
+  }
   for (core::JsonReader& a : gemm.objects("anchors")) {
     GemmAnchor anchor = read_anchor(a);
     for (const GemmAnchor& seen : f.anchors) {

@@ -111,6 +111,12 @@ struct KernelFigures {
   int pipeline_k = 0;
   std::vector<GemmTile> tiles;
   double stream_k_efficiency = 0;   ///< 0: the library runs no stream-K schedule
+  /// The library's large GEMMs are persistent: one CTA per SM it was told
+  /// of, each looping over its share of the tiles (Hopper's cuBLAS and
+  /// CUTLASS 3). Beside SMs it was not told of, the CTAs that find no SM wait
+  /// for one: a second wave (sim::contention_slowdown).
+  bool persistent_gemm = false;
+  std::string persistent_gemm_source;
   std::vector<GemmAnchor> anchors;  ///< at most one per dtype
   std::vector<MisalignedRate> misaligned_k;  ///< by alignment, ascending; empty: not measured, no penalty
   std::string misaligned_k_source;

@@ -33,6 +33,7 @@ class Lowering {
       grad_bytes_.push_back({Bytes(params[0] * bytes_per_param(r.s).reduce), Bytes(params[1] * bytes_per_param(r.s).reduce)});
     }
     tg_.dtype = r.s.dtype;
+    tg_.tp_comm_overlap = r.s.tp_overlap;
     if (r.s.placement == "spread") {
       tg_.gpu_of_rank = topo::Placement::spread(r.world, gpus_per_node).gpu_of_rank;
     } else if (r.s.placement == "random") {

@@ -118,6 +118,10 @@ struct SpmdRank {
 struct TaskGraph {
   int world = 1;
   hw::Dtype dtype = hw::Dtype::kBf16;
+  /// Tensor-parallel collectives run as Transformer Engine's comm-GEMM
+  /// overlap (tp_overlap): the GEMM beside one is launched on the SMs it
+  /// leaves, where an NCCL collective's SMs are unknown to the kernels beside it.
+  bool tp_comm_overlap = false;
   std::vector<RankInfo> simulated;  ///< the ranks that have tasks
   std::vector<Task> tasks;          ///< each rank's tasks in program order
   std::vector<std::uint32_t> deps;  ///< task ids, sliced by Task::deps_begin/end

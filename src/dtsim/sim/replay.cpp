@@ -68,7 +68,7 @@ class Replay {
     if (contended_) {
       timeline_.contention_delay.assign(sims, Nanoseconds{0});
       running_.resize(ranks);
-      busy_sms_.assign(ranks, 0);
+      busy_sms_.assign(ranks, BusySms{});
       busy_hbm_.assign(ranks, 0.0);
     }
     in_use_.resize(ranks);
@@ -378,10 +378,10 @@ class Replay {
   double rate_of(const Task& t) const {
     const TaskCosts::Contention& c = costs_.contention;
     const auto& share = costs_.kernel_op_share[static_cast<std::size_t>(t.payload)];
-    const double compute = share[static_cast<std::size_t>(model::OpKind::kGemm)] +
-                           share[static_cast<std::size_t>(model::OpKind::kAttention)];
+    const KernelShares shares{share[static_cast<std::size_t>(model::OpKind::kGemm)],
+                              share[static_cast<std::size_t>(model::OpKind::kAttention)]};
     const std::size_t r = rank_index(t);
-    return 1.0 / contention_slowdown(compute, c.sms, busy_sms_[r], c.hbm_bytes_per_s, busy_hbm_[r]);
+    return 1.0 / contention_slowdown(shares, c.sms, busy_sms_[r], c.persistent_gemm, c.hbm_bytes_per_s, busy_hbm_[r]);
   }
 
   void schedule_running(Running& k) {
@@ -417,7 +417,8 @@ class Replay {
     if (t.kind == TaskKind::kCompute || t.stream == plan::Stream::kServer) return;
     const std::size_t r = rank_index(t);
     const auto call = static_cast<std::size_t>(t.payload);
-    busy_sms_[r] += sign * costs_.contention.call_sms[call];
+    int& busy = costs_.contention.call_announced[call] ? busy_sms_[r].announced : busy_sms_[r].unannounced;
+    busy += sign * costs_.contention.call_sms[call];
     busy_hbm_[r] = std::max(0.0, busy_hbm_[r] + sign * costs_.contention.call_hbm_bytes_per_s[call]);
     for (Running& k : running_[r]) {
       k.work_ns -= static_cast<double>((now_ - k.since).count) * k.rate;
@@ -507,19 +508,28 @@ class Replay {
   std::vector<Nanoseconds> host_wait_;          ///< per simulated rank: its compute stream waiting for the host
   std::vector<Nanoseconds> host_stretch_;       ///< per simulated rank: its kernels waiting for their later launches
   std::vector<std::vector<Running>> running_;  ///< per simulated rank
-  std::vector<int> busy_sms_;
+  std::vector<BusySms> busy_sms_;
   std::vector<double> busy_hbm_;
 };
 
 }  // namespace
 
-double contention_slowdown(double compute_share, int sms, int busy_sms, double hbm_bytes_per_s, double busy_hbm) {
-  if (sms <= 0 || (busy_sms <= 0 && busy_hbm <= 0)) return 1.0;
-  const double free_sms = std::max(1, sms - std::max(0, busy_sms));
+double contention_slowdown(KernelShares shares, int sms, BusySms busy, bool persistent_gemm, double hbm_bytes_per_s,
+                           double busy_hbm) {
+  const int announced = std::max(0, busy.announced), unannounced = std::max(0, busy.unannounced);
+  if (sms <= 0 || (announced + unannounced <= 0 && busy_hbm <= 0)) return 1.0;
+  const double s = sms;
+  const double free_sms = std::max(1, sms - announced - unannounced);
+  double gemm = s / free_sms;
+  if (persistent_gemm && unannounced > 0) {
+    const double grid = std::max(1, sms - announced);  // the CTAs it was launched with
+    gemm = std::ceil(grid / free_sms) * s / grid;
+  }
   // NCCL cannot take all of the memory: it is paced by its links. Keep a tenth for the kernel at worst.
   const double free_hbm = hbm_bytes_per_s > 0 ? std::max(0.1 * hbm_bytes_per_s, hbm_bytes_per_s - busy_hbm) : 1.0;
   const double memory_slowdown = hbm_bytes_per_s > 0 ? hbm_bytes_per_s / free_hbm : 1.0;
-  return compute_share * sms / free_sms + (1.0 - compute_share) * memory_slowdown;
+  return shares.gemm * gemm + shares.attention * s / free_sms +
+         (1.0 - shares.gemm - shares.attention) * memory_slowdown;
 }
 
 plan::Timeline replay(const plan::TaskGraph& graph, const TaskCosts& costs) {

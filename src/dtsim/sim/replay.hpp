@@ -47,10 +47,28 @@ struct TaskCosts {
   /// nothing). See Contention.
   struct Contention {
     int sms = 0;                  ///< the device's SMs (its kernel figures)
+    bool persistent_gemm = false; ///< its GEMMs run one CTA per SM they were told of (hw::KernelFigures)
     double hbm_bytes_per_s = 0;   ///< what a streaming kernel reaches on the device
     std::vector<int> call_sms;    ///< per call: one SM per NCCL channel
+    /// per call: the kernels beside it are launched on the SMs it leaves
+    /// (Transformer Engine's comm-GEMM overlap); otherwise they know nothing of it
+    std::vector<char> call_announced;
     std::vector<double> call_hbm_bytes_per_s;  ///< per call: the local memory traffic it makes while in flight
   } contention{};
+};
+
+/// What a kernel's time is made of: its GEMMs' share and its attention's;
+/// the rest streams memory.
+struct KernelShares {
+  double gemm = 0;
+  double attention = 0;
+};
+
+/// SMs that communication in flight holds on a rank: `announced` ones the
+/// kernels beside it were launched for, `unannounced` ones they know nothing of.
+struct BusySms {
+  int announced = 0;
+  int unannounced = 0;
 };
 
 /// Kernels and communication on one GPU share it. NCCL runs each collective
@@ -59,16 +77,23 @@ struct TaskCosts {
 /// kernel that runs beside c channels has S - c SMs; and the collective's
 /// bytes pass through the GPU's memory, so a streaming kernel beside it has
 /// the rest of the bandwidth. While communication is in flight on its rank, a
-/// kernel whose time is a share `a` compute-bound (GEMM, attention) runs
-/// slower by
+/// kernel whose time is a share `g` GEMM, `a` attention, runs slower by
 ///
-///   a * S / (S - c) + (1 - a) * B / (B - h)
+///   g * G + a * S / (S - c) + (1 - g - a) * B / (B - h)
 ///
 /// with h the collective's local memory traffic (what it sends is read and
 /// what it receives written: 2x its wire bytes, 3x under a reduction) over
-/// its time. The kernel's remaining work is re-timed whenever communication
-/// on its rank starts or ends.
-double contention_slowdown(double compute_share, int sms, int busy_sms, double hbm_bytes_per_s, double busy_hbm);
+/// its time. A GEMM's tiles spread over the SMs it finds, G = S / (S - c),
+/// unless the device's GEMMs are persistent (one CTA per SM they were told
+/// of) and some of the c SMs were not announced to them: then the grid of
+/// S - c_announced CTAs runs in ceil((S - c_announced) / (S - c)) waves,
+///
+///   G = waves * S / (S - c_announced),
+///
+/// twice as long beside an NCCL kernel of any size. The kernel's remaining
+/// work is re-timed whenever communication on its rank starts or ends.
+double contention_slowdown(KernelShares shares, int sms, BusySms busy, bool persistent_gemm, double hbm_bytes_per_s,
+                           double busy_hbm);
 
 /// How the replay costs communication.
 enum class NetworkMode { kAnalytic, kFlow };

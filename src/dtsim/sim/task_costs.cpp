@@ -91,6 +91,7 @@ TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_mod
   const bool contention = device.concurrent_streams && device.kernel_figures && device.kernel_figures->sms > 0;
   if (contention) {
     costs.contention.sms = device.kernel_figures->sms;
+    costs.contention.persistent_gemm = device.kernel_figures->persistent_gemm;
     costs.contention.hbm_bytes_per_s = device.hbm_bandwidth.value() * device.kernel_figures->memory_fraction;
   }
   auto gpus_of = [&](const std::vector<int>& ranks, bool reverse) {
@@ -113,6 +114,7 @@ TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_mod
     if (contention) {
       const double seconds = static_cast<double>(costs.call.back().count) * 1e-9;
       costs.contention.call_sms.push_back(plan.channels);
+      costs.contention.call_announced.push_back(group.kind == plan::GroupKind::kTp && graph.tp_comm_overlap);
       costs.contention.call_hbm_bytes_per_s.push_back(
           seconds > 0 ? c.bytes.value() * local_traffic_per_byte(c.op, group.ranks.size()) / seconds : 0.0);
     }
