@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -234,12 +235,15 @@ TEST(KernelModel, PersistentGemmsNeedTheirSource) {
   }
   // The Hopper dies say so; the A100 and Blackwell do not.
   hw::DeviceCatalog catalog;
-  for (const char* hopper : {"H100-SXM", "H200-SXM", "H800-SXM", "GH200"}) {
-    EXPECT_TRUE(catalog.find(hopper)->kernel_figures->persistent_gemm) << hopper;
-  }
-  for (const char* other : {"A100-SXM-80GB", "B200", "MI300X"}) {
-    EXPECT_FALSE(catalog.find(other)->kernel_figures->persistent_gemm) << other;
-  }
+  auto persistent = [&](const char* name) {
+    const hw::Device* found = catalog.find(name);
+    if (found == nullptr) throw std::runtime_error(std::string("no device ") + name);
+    const hw::Device d = catalog.with_kernel_figures(*found);
+    if (!d.kernel_figures) throw std::runtime_error(std::string("no kernel figures for ") + name);
+    return d.kernel_figures->persistent_gemm;
+  };
+  for (const char* hopper : {"H100-SXM", "H200-SXM", "H800-SXM", "GH200"}) EXPECT_TRUE(persistent(hopper)) << hopper;
+  for (const char* other : {"A100-SXM-80GB", "B200", "MI300X"}) EXPECT_FALSE(persistent(other)) << other;
 }
 
 // The bundled H100 model against the whole GEMM calls measured on an H100
