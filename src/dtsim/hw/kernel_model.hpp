@@ -116,7 +116,6 @@ struct KernelFigures {
   /// CUTLASS 3). Beside SMs it was not told of, the CTAs that find no SM wait
   /// for one: a second wave (sim::contention_slowdown).
   bool persistent_gemm = false;
-  std::string persistent_gemm_source;
   std::vector<GemmAnchor> anchors;  ///< at most one per dtype
   std::vector<MisalignedRate> misaligned_k;  ///< by alignment, ascending; empty: not measured, no penalty
   std::string misaligned_k_source;

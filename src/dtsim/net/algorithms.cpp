@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -144,22 +145,27 @@ CollectivePlan Network::ring(CollectiveOp op, const std::vector<std::vector<int>
 // j to member j of the next node; the node's p rings take S/p each.
 CollectivePlan Network::ring_across_nodes(CollectiveOp op, const std::vector<std::vector<int>>& nodes, Bytes bytes) const {
   const std::size_t per_node = nodes.front().size(), count = nodes.size();
-  Flows intra, across;
+  Flows cycle, across;
   for (std::size_t a = 0; a < count; ++a) {
     for (std::size_t i = 0; i < per_node; ++i) {
+      cycle.emplace_back(nodes[a][i], nodes[a][(i + 1) % per_node]);
       across.emplace_back(nodes[a][i], nodes[(a + 1) % count][i]);
-      for (std::size_t ring = 0; ring < per_node; ++ring) intra.emplace_back(nodes[a][i], nodes[a][(i + 1) % per_node]);
     }
   }
+  const FlowPhase inside = phase(cycle, Bytes(0), 1), crossing = phase(across, Bytes(0), 1);
+  // Each hop of a node's cycle carries all of the node's rings.
+  std::map<int, int> load;
+  for (auto [link, flows] : inside.flows_on_link) load[link] += flows * static_cast<int>(per_node);
+  for (auto [link, flows] : crossing.flows_on_link) load[link] += flows;
   const RingVolume v = ring_volume(op, per_node * count);
-  Flows flows = intra;
-  flows.insert(flows.end(), across.begin(), across.end());
-  CollectivePlan plan;
-  plan.phases.push_back(phase(flows, bytes / static_cast<double>(per_node) * v.bytes_per_rank, v.steps));
+  FlowPhase ring;
+  ring.bytes_per_flow = bytes / static_cast<double>(per_node) * v.bytes_per_rank;
+  ring.flows_on_link.assign(load.begin(), load.end());
   // A chunk crosses the ring's hops in turn: `count` of every n are network hops.
   const double n = static_cast<double>(per_node * count), crossings = static_cast<double>(count);
-  plan.phases.back().latency = (phase(across, Bytes(0), 1).latency * crossings +
-                                phase(intra, Bytes(0), 1).latency * (n - crossings)) * (v.steps / n);
+  ring.latency = (crossing.latency * crossings + inside.latency * (n - crossings)) * (v.steps / n);
+  CollectivePlan plan;
+  plan.phases.push_back(std::move(ring));
   return plan;
 }
 
