@@ -207,6 +207,37 @@ void ml_engineering(const json& c, std::vector<Case>& out) {
   out.push_back(k);
 }
 
+// One row of Megatron-Bridge's 25.11 table (tests/validation/megatron-bridge.json):
+// the table's layout; from the recipe, FP8 GEMMs, the distributed optimizer
+// with both overlaps, sequence parallelism and TP overlap when tp > 1, and
+// the 405B's pipeline split that counts the embedding and the loss as layers.
+void megatron_bridge(const json& row, std::vector<Case>& out) {
+  const std::string system = row["system"];
+  const bool nvl72 = system == "DGX-GB200" || system == "DGX-GB300";
+  const int gpus = row["gpus"], tp = row["tp"], pp = row["pp"], cp = row["cp"], vp = row["vp"];
+  const std::string model = row["model"];
+  Case k;
+  k.id = row["id"];
+  k.source = "megatron-bridge";
+  k.generation = system.substr(4);  // H100, B200, GB200, GB300
+  k.model = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "workloads" / (model + ".json"));
+  k.model["name"] = k.id;
+  k.model["seq_len"] = 8192;
+  k.cluster = system == "DGX-H100" ? "dgx-h100" : system == "DGX-B200" ? "dgx-b200" : system == "DGX-GB200" ? "gb200-nvl72" : "gb300-nvl72";
+  k.gpus = gpus;
+  k.nodes = nvl72 ? (gpus + 71) / 72 : gpus / 8;
+  std::string extra;
+  if (tp > 1) extra += ",sp=on,tp_overlap=on";
+  if (vp > 1) extra += fmt::format(",vpp={}", vp);
+  if (model == "llama3-405b") extra += ",first_stage_layers=1,last_stage_layers=1";
+  k.strategy = fmt::format("framework=megatron,tp={},pp={},cp={},dp={},gbs={},mbs={},dtype=fp8,zero=1,overlap=on,param_overlap=on,"
+                           "attention=flash{}",
+                           tp, pp, cp, gpus / (tp * pp * cp), row["gbs"].get<int>(), row["mbs"].get<int>(), extra);
+  k.metric = Metric::kTokensPerGpu;
+  k.measured = row["tokens_per_sec_per_gpu"];
+  out.push_back(k);
+}
+
 }  // namespace
 
 std::filesystem::path shared_validation_dir() {
@@ -228,6 +259,8 @@ const std::vector<Source>& sources() {
       {"llm-foundry H100 fp8", "as llm-foundry H100 bf16, the GEMMs in FP8 as Transformer Engine runs them (amp_fp8)"},
       {"llm-foundry A100 80GB", "as llm-foundry-mpt"},
       {"llm-foundry A100 40GB", "as llm-foundry-mpt; the nodes as dgx-a100-40gb (the source: 1600 Gb/s RoCE per node)"},
+      {"megatron-bridge", "FP8 as dtsim's dtype=fp8 (the recipe's per-tensor current scaling); the unfused fp32 cross entropy "
+                          "(the recipe fuses it in Transformer Engine); CUDA graphs not modelled (host launches as eager)"},
       {"ml-engineering", "ZeRO-2 as dtsim's zero=2 (DeepSpeed's bucketing and its blocking parameter "
                                   "all-gather after the step as modelled); the bf16 model's weights as AMP's fp32 in memory"},
   };
@@ -268,6 +301,8 @@ std::vector<Case> outside_shared_cases() {
     if (c["id"].get<std::string>().rfind("mleng_", 0) == 0) ml_engineering(c, out);
   }
   llm_foundry_table(load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "llm-foundry-mpt.json"), out);
+  const json bridge = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "megatron-bridge.json");
+  for (const json& row : bridge["rows"]) megatron_bridge(row, out);
   return out;
 }
 

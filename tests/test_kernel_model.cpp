@@ -194,6 +194,21 @@ TEST(KernelModel, SustainedClocksSlowTensorCoreKernelsByTheMeasuredShare) {
   EXPECT_EQ(hw::KernelModel(v100, v100.kernel_figures, hw::Clocks::kSustained).held_fraction(), 1.0);
 }
 
+// The NVL72 GPUs have no sustained-matmul measurement of their own: they
+// hold their sibling die's share (GB200: the B200's, GB300: the B300's), a
+// lower bound at their higher power limits, not their burst rate.
+TEST(KernelModel, Nvl72GpusHoldTheirSiblingDiesShare) {
+  hw::DeviceCatalog catalog;
+  auto held = [&](const char* name) {
+    const hw::Device d = catalog.with_kernel_figures(*catalog.find(name));
+    return hw::KernelModel(d, d.kernel_figures, hw::Clocks::kSustained).held_fraction();
+  };
+  EXPECT_NEAR(held("GB200"), 1439.0 / 1737.0, 1e-12);
+  EXPECT_DOUBLE_EQ(held("GB200"), held("B200"));
+  EXPECT_NEAR(held("GB300"), 1519.0 / 1892.0, 1e-12);
+  EXPECT_DOUBLE_EQ(held("GB300"), held("B300"));
+}
+
 TEST(KernelModel, AHeldRateAboveTheBurstIsOneLineNamingTheField) {
   nlohmann::json p = nlohmann::json::parse(R"({"schema": "dtsim.profile/1", "device": "H100-SXM",
     "kernel_model": {"sms": 132, "gemm": {"tiles": [{"m": 128, "n": 256, "efficiency": 1.0}], "pipeline_k": 128,

@@ -150,12 +150,15 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
 // cannot grow unseen (the README says where it comes from).
 TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
   const std::vector<Case> cases = validation::outside_shared_cases();
-  ASSERT_EQ(cases.size(), 2U + 185U);
+  ASSERT_EQ(cases.size(), 2U + 185U + 6U);
   const auto [by_source, all] = run_table(cases);
   struct Bound {
     double mean, worst;
   };
   const std::map<std::string, Bound> bound = {{"ml-engineering", {0.20, 0.31}},
+                                              // worst: GB300, whose attention (Blackwell Ultra's doubled
+                                              // exponent rate) and 1,400 W dtsim takes as the B300's
+                                              {"megatron-bridge", {0.09, 0.15}},
                                               {"llm-foundry H100 bf16", {0.08, 0.33}},
                                               {"llm-foundry H100 fp8", {0.06, 0.11}},
                                               {"llm-foundry A100 80GB", {0.06, 0.40}},
