@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -185,6 +186,15 @@ void megatron_sc21(const json& table, std::vector<Case>& out) {
   }
 }
 
+// A bundled workload (workloads/<name>.json) as a case runs it: named after
+// the case, at the case's sequence length.
+json bundled_workload(const std::string& name, const std::string& case_id, int seq_len) {
+  json model = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "workloads" / (name + ".json"));
+  model["name"] = case_id;
+  model["seq_len"] = seq_len;
+  return model;
+}
+
 // ml-engineering's H200-against-B200 study: Llama-3.1-8B on one node of 8,
 // DeepSpeed ZeRO-2 with overlapped reduction, one 8k sequence per GPU and step.
 void ml_engineering(const json& c, std::vector<Case>& out) {
@@ -193,9 +203,7 @@ void ml_engineering(const json& c, std::vector<Case>& out) {
   k.id = c["id"];
   k.source = "ml-engineering";
   k.generation = gpu == "B200" ? "B200" : "H200";
-  k.model = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "workloads" / "llama3-8b.json");
-  k.model["name"] = k.id;
-  k.model["seq_len"] = c["seq_len"];
+  k.model = bundled_workload("llama3-8b", k.id, c["seq_len"]);
   k.cluster = gpu == "B200" ? "dgx-b200" : "hgx-h200";
   k.gpus = c["gpus"];
   k.nodes = 1;
@@ -212,24 +220,30 @@ void ml_engineering(const json& c, std::vector<Case>& out) {
 // with both overlaps, sequence parallelism and TP overlap when tp > 1, and
 // the 405B's pipeline split that counts the embedding and the loss as layers.
 void megatron_bridge(const json& row, std::vector<Case>& out) {
-  const std::string system = row["system"];
-  const bool nvl72 = system == "DGX-GB200" || system == "DGX-GB300";
+  struct System {
+    const char* generation;
+    const char* cluster;
+    int gpus_per_node;  ///< of one NVLink domain: a DGX, or a 72-GPU NVL72 rack
+  };
+  static const std::map<std::string, System> systems = {{"DGX-H100", {"H100", "dgx-h100", 8}},
+                                                        {"DGX-B200", {"B200", "dgx-b200", 8}},
+                                                        {"DGX-GB200", {"GB200", "gb200-nvl72", 72}},
+                                                        {"DGX-GB300", {"GB300", "gb300-nvl72", 72}}};
+  const System& system = systems.at(row["system"].get<std::string>());
   const int gpus = row["gpus"], tp = row["tp"], pp = row["pp"], cp = row["cp"], vp = row["vp"];
-  const std::string model = row["model"];
   Case k;
   k.id = row["id"];
   k.source = "megatron-bridge";
-  k.generation = system.substr(4);  // H100, B200, GB200, GB300
-  k.model = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "workloads" / (model + ".json"));
-  k.model["name"] = k.id;
-  k.model["seq_len"] = 8192;
-  k.cluster = system == "DGX-H100" ? "dgx-h100" : system == "DGX-B200" ? "dgx-b200" : system == "DGX-GB200" ? "gb200-nvl72" : "gb300-nvl72";
+  k.generation = system.generation;
+  k.model = bundled_workload(row["model"], k.id, 8192);
+  k.cluster = system.cluster;
   k.gpus = gpus;
-  k.nodes = nvl72 ? (gpus + 71) / 72 : gpus / 8;
+  k.nodes = (gpus + system.gpus_per_node - 1) / system.gpus_per_node;
   std::string extra;
   if (tp > 1) extra += ",sp=on,tp_overlap=on";
   if (vp > 1) extra += fmt::format(",vpp={}", vp);
-  if (model == "llama3-405b") extra += ",first_stage_layers=1,last_stage_layers=1";
+  // Megatron's account_for_embedding_in_pipeline_split and ..._loss_...: each takes a layer's place.
+  if (row["embedding_and_loss_in_pipeline_split"]) extra += ",first_stage_layers=1,last_stage_layers=1";
   k.strategy = fmt::format("framework=megatron,tp={},pp={},cp={},dp={},gbs={},mbs={},dtype=fp8,zero=1,overlap=on,param_overlap=on,"
                            "attention=flash{}",
                            tp, pp, cp, gpus / (tp * pp * cp), row["gbs"].get<int>(), row["mbs"].get<int>(), extra);
