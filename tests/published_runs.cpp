@@ -244,8 +244,9 @@ void megatron_bridge(const json& row, std::vector<Case>& out) {
   if (vp > 1) extra += fmt::format(",vpp={}", vp);
   // Megatron's account_for_embedding_in_pipeline_split and ..._loss_...: each takes a layer's place.
   if (row["embedding_and_loss_in_pipeline_split"]) extra += ",first_stage_layers=1,last_stage_layers=1";
-  k.strategy = fmt::format("framework=megatron,tp={},pp={},cp={},dp={},gbs={},mbs={},dtype=fp8,zero=1,overlap=on,param_overlap=on,"
-                           "attention=flash{}",
+  // The recipe's grad_reduce_in_fp32 = False: the main gradients and their reduction in bf16.
+  k.strategy = fmt::format("framework=megatron,tp={},pp={},cp={},dp={},gbs={},mbs={},dtype=fp8,grad_reduce=bf16,zero=1,overlap=on,"
+                           "param_overlap=on,attention=flash{}",
                            tp, pp, cp, gpus / (tp * pp * cp), row["gbs"].get<int>(), row["mbs"].get<int>(), extra);
   k.metric = Metric::kTokensPerGpu;
   k.measured = row["tokens_per_sec_per_gpu"];
@@ -265,7 +266,8 @@ const std::vector<Source>& sources() {
       {"megatron-lm-2020", "batch per GPU = global/dp (no accumulation); full recomputation; unfused attention; "
                            "all-reduce after the backward; DGX-2 V100 as 16 V100-SXM2 on NVSwitch"},
       {"llm-foundry-mpt", "attention in Triton (the source: flash/triton); ALiBi inside the attention kernel; A100 80GB nodes as dgx-a100 "
-                          "(the source: 1600 Gb/s RoCE per node)"},
+                          "(the source: 1600 Gb/s RoCE per node); gradients reduced in bf16 (Composer's PURE, and its DEFAULT "
+                          "before composer#2628)"},
       {"flashattention-2", "data parallel over 8 GPUs; 16k tokens per micro-batch; 4 micro-batches per step; "
                            "GPT-3 vocabulary 50257; learned positions; apex's fused AdamW (the repository's training configs)"},
       {"megatron-sc21", "interleaving 2 where layers/pp is even, else 1 (not stated per row)"},

@@ -64,6 +64,11 @@ TEST(LaunchConfig, MegatronFlagsAndTheirInteractions) {
   } catch (const core::InputError& e) {
     EXPECT_STREQ(e.what(), "train.sh: /moe-expert-capacity-factor: expected a factor from 1 to 64, got \"lots\"");
   }
+  // The gradients' dtype, as the run states it.
+  EXPECT_EQ(plan::from_megatron_args("--bf16 --grad-reduce-in-bf16", "args").strategy,
+            "framework=megatron,dtype=bf16,grad_reduce=bf16,overlap=off");
+  EXPECT_EQ(plan::from_megatron_args("--fp16 --accumulate-allreduce-grads-in-fp32", "args").strategy,
+            "framework=megatron,dtype=fp16,grad_reduce=fp32,overlap=off");
   // FP8 GEMMs over a bf16 model, whichever flag comes first.
   EXPECT_EQ(plan::from_megatron_args("--fp8-format hybrid --bf16", "args").strategy, "framework=megatron,dtype=fp8,overlap=off");
   EXPECT_NO_THROW(plan::parse_strategy(l.strategy));
@@ -86,6 +91,8 @@ TEST(LaunchConfig, DeepSpeedConfigMapsKeyByKey) {
   EXPECT_EQ(s.zero, 3);
   EXPECT_EQ(s.accumulation, 4);
   EXPECT_TRUE(s.fused_optimizer());
+  EXPECT_EQ(plan::from_deepspeed_config(nlohmann::json::parse(R"({"communication_data_type": "fp32"})"), "ds.json").strategy,
+            "framework=pytorch,grad_reduce=fp32");
   // DeepSpeed runs PyTorch's own Adam when asked to; other optimizers are not modelled.
   EXPECT_EQ(plan::from_deepspeed_config(nlohmann::json::parse(R"({"optimizer": {"type": "Adam", "params": {"torch_adam": true}}})"),
                                         "ds.json").strategy,
@@ -119,6 +126,8 @@ TEST(LaunchConfig, BadValuesAreOneLineNamingTheKey) {
                                           "ds.json");
             }),
             "ds.json: /optimizer/params/torch_adam: expected true or false, got \"yes\"");
+  EXPECT_EQ(error([] { plan::from_deepspeed_config(nlohmann::json::parse(R"({"communication_data_type": "fp8"})"), "ds.json"); }),
+            "ds.json: /communication_data_type: expected \"fp32\", \"bf16\" or \"fp16\", got \"fp8\"");
   EXPECT_EQ(error([] { plan::parse_strategy("optimizer=lion"); }), "--strategy: /optimizer: expected fused or unfused, got \"lion\"");
 }
 

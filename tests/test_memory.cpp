@@ -31,6 +31,36 @@ TEST(Memory, MixedPrecisionAdamHoldsSixteenOrEighteenBytesPerParameter) {
   EXPECT_DOUBLE_EQ((fp32.params + fp32.grads + fp32.optimizer).value(), 16e9);
 }
 
+// Megatron-LM turns accumulate_allreduce_grads_in_fp32 on under --bf16, and
+// FP8 training runs on --bf16: fp32 main gradients unless the run says
+// otherwise (--grad-reduce-in-bf16, Megatron-Bridge's grad_reduce_in_fp32 =
+// False), and then the buffer holds bf16 too. fp16 runs keep 16-bit ones.
+TEST(Memory, GradientsAreReducedInTheFrameworksDtypeUnlessTheRunSaysOtherwise) {
+  plan::Strategy megatron;
+  megatron.framework = plan::Framework::kMegatron;
+  megatron.dtype = hw::Dtype::kFp8;
+  EXPECT_DOUBLE_EQ(plan::bytes_per_param(megatron).reduce, 4.0);
+  EXPECT_DOUBLE_EQ(plan::bytes_per_param(megatron).grads, 4.0);
+  megatron.grad_reduce = hw::Dtype::kBf16;
+  EXPECT_DOUBLE_EQ(plan::bytes_per_param(megatron).reduce, 2.0);
+  EXPECT_DOUBLE_EQ(plan::bytes_per_param(megatron).grads, 2.0);
+  megatron.grad_reduce.reset();
+  megatron.dtype = hw::Dtype::kFp16;
+  EXPECT_DOUBLE_EQ(plan::bytes_per_param(megatron).reduce, 2.0);
+  // PyTorch: DDP reduces autocast's fp32 gradients, FSDP in its param_dtype;
+  // a reduce_dtype of fp32 doubles FSDP's reduce-scatter, not its memory.
+  plan::Strategy fsdp;
+  fsdp.zero = 3;
+  EXPECT_DOUBLE_EQ(plan::bytes_per_param(fsdp).reduce, 2.0);
+  fsdp.grad_reduce = hw::Dtype::kFp32;
+  EXPECT_DOUBLE_EQ(plan::bytes_per_param(fsdp).reduce, 4.0);
+  EXPECT_DOUBLE_EQ(plan::bytes_per_param(fsdp).grads, 4.0);
+  plan::Strategy ddp;
+  EXPECT_DOUBLE_EQ(plan::bytes_per_param(ddp).reduce, 4.0);
+  ddp.grad_reduce = hw::Dtype::kBf16;
+  EXPECT_DOUBLE_EQ(plan::bytes_per_param(ddp).reduce, 2.0);
+}
+
 TEST(Memory, ZeroStagesShardOverDataParallelRanks) {
   const double psi = 1e9, n = 8;
   auto total = [](const plan::StaticMemory& m) { return (m.params + m.grads + m.optimizer).value(); };

@@ -42,6 +42,8 @@ const std::map<std::string, std::string, std::less<>>& megatron_flags() {
       {"--tp-comm-overlap", "tp_overlap=on"},
       {"--bf16", "dtype=bf16"},
       {"--fp16", "dtype=fp16"},
+      {"--accumulate-allreduce-grads-in-fp32", "grad_reduce=fp32"},
+      {"--grad-reduce-in-bf16", "grad_reduce=bf16"},
       {"--recompute-activations", "recompute=selective"},
       {"--use-flash-attn", "attention=flash"},
       {"--account-for-embedding-in-pipeline-split", "pipeline_split=balanced"},
@@ -219,6 +221,18 @@ LaunchStrategy from_deepspeed_config(const nlohmann::json& config, const std::st
         add(out, "dtype=" + key);
         out.mapped.push_back(fmt::format("{}.enabled -> dtype={}", key, key));
       }
+    } else if (key == "communication_data_type") {
+      // The dtype DeepSpeed reduces gradients in; null: its default.
+      if (value.is_null()) {
+        out.ignored.push_back(key + " (null)");
+        continue;
+      }
+      const std::string name = value.is_string() ? value.get<std::string>() : "";
+      if (name != "fp32" && name != "bf16" && name != "fp16") {
+        throw core::InputError(file, pointer, fmt::format("expected \"fp32\", \"bf16\" or \"fp16\", got {}", value.dump()));
+      }
+      add(out, "grad_reduce=" + name);
+      out.mapped.push_back(fmt::format("{} {} -> grad_reduce={}", key, name, name));
     } else if (key == "zero_optimization") {
       if (!value.is_object()) throw core::InputError(file, pointer, "expected an object");
       for (const auto& [zkey, zvalue] : value.items()) {

@@ -3,11 +3,23 @@
 namespace dtsim::plan {
 
 BytesPerParam bytes_per_param(const Strategy& s) {
-  if (s.dtype == hw::Dtype::kFp32 || s.dtype == hw::Dtype::kTf32) return {4, 4, 8, 4, 4};
-  // Megatron-LM turns on accumulate_allreduce_grads_in_fp32 for bf16 only
-  // (arguments.py); fp16 runs keep and reduce 16-bit gradients.
-  if (s.framework == Framework::kMegatron) return s.dtype == hw::Dtype::kBf16 ? BytesPerParam{2, 4, 12, 4, 2} : BytesPerParam{2, 2, 12, 2, 2};
-  return {4, 4, 8, s.zero >= 3 ? 2.0 : 4.0, 2};
+  const auto width = [](hw::Dtype d) { return d == hw::Dtype::kFp32 ? 4.0 : 2.0; };
+  if (s.dtype == hw::Dtype::kFp32 || s.dtype == hw::Dtype::kTf32) {
+    const double reduce = s.grad_reduce ? width(*s.grad_reduce) : 4.0;
+    return {4, 4, 8, reduce, 4};
+  }
+  if (s.framework == Framework::kMegatron) {
+    // Megatron-LM turns accumulate_allreduce_grads_in_fp32 on under --bf16,
+    // which FP8 training runs on too (arguments.py; Megatron-Bridge's
+    // grad_reduce_in_fp32 defaults to true); fp16 runs keep 16-bit
+    // gradients. The main_grad buffer holds the gradients in that dtype.
+    const double reduce = s.grad_reduce ? width(*s.grad_reduce) : (s.dtype == hw::Dtype::kFp16 ? 2.0 : 4.0);
+    return {2, reduce, 12, reduce, 2};
+  }
+  // PyTorch DDP reduces the fp32 gradients autocast leaves; FSDP's
+  // MixedPrecision with no reduce_dtype reduces in its 16-bit param_dtype.
+  const double reduce = s.grad_reduce ? width(*s.grad_reduce) : (s.zero >= 3 ? 2.0 : 4.0);
+  return {4, 4, 8, reduce, 2};
 }
 
 double params_on_rank(const model::Op& op, const Strategy& s) {

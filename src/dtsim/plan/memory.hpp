@@ -16,13 +16,15 @@ inline constexpr double kContextAllowanceBytes = 1073741824.0;
 /// Bytes per parameter of weights, gradients and optimizer state before
 /// sharding, and what the collectives move per parameter. With Adam:
 ///  - fp32: 4 + 4 + 8, reduced and gathered in fp32;
-///  - bf16, Megatron: 16-bit weights, fp32 main gradients (gradients
-///    accumulate and all-reduce in fp32), fp32 master weights and moments:
-///    2 + 4 + 12 = 18, reduced in fp32, gathered in 16 bits; fp16 (fp8), Megatron:
-///    16-bit gradients, 2 + 2 + 12 = 16, reduced in 16 bits;
+///  - bf16 and fp8, Megatron: 16-bit weights, fp32 main gradients
+///    (gradients accumulate and all-reduce in fp32), fp32 master weights and
+///    moments: 2 + 4 + 12 = 18, reduced in fp32, gathered in 16 bits; fp16,
+///    Megatron: 16-bit gradients, 2 + 2 + 12 = 16, reduced in 16 bits;
 ///  - 16-bit, PyTorch: autocast keeps the weights and gradients in fp32
 ///    (4 + 4 + 8 = 16); DDP reduces the fp32 gradients, FSDP's
 ///    MixedPrecision gathers and reduces in 16 bits.
+/// Strategy::grad_reduce overrides the reduced dtype (and Megatron's
+/// main_grad with it).
 struct BytesPerParam {
   double params;
   double grads;

@@ -107,7 +107,7 @@ void check_stage_layers(const Strategy& s, std::int64_t blocks) {
 }  // namespace
 
 std::string_view strategy_keys() {
-  return "dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, "
+  return "dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, grad_reduce, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, "
          "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, host_launch, tp_overlap, param_overlap, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor";
 }
 
@@ -197,6 +197,12 @@ Strategy parse_strategy(std::string_view text) {
       auto d = hw::parse_dtype(value);
       if (!d) fail(key, fmt::format("expected one of fp32, tf32, fp16, bf16, fp8, fp4, got \"{}\"", value));
       s.dtype = *d;
+    } else if (key == "grad_reduce") {
+      auto d = hw::parse_dtype(value);
+      if (!d || (*d != hw::Dtype::kFp32 && *d != hw::Dtype::kBf16 && *d != hw::Dtype::kFp16)) {
+        fail(key, fmt::format("expected fp32, bf16 or fp16, got \"{}\"", value));
+      }
+      s.grad_reduce = *d;
     } else if (key == "sp") {
       s.sp = on_off(key, value);
     } else if (key == "vpp") {

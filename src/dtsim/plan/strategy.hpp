@@ -1,6 +1,7 @@
 #pragma once
 /// A parallel strategy in Megatron's terms, parsed from "key=value,..." and
 /// validated against a model and a cluster before anything is lowered.
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,6 +70,12 @@ struct Strategy {
   int gbs = 0;   ///< global batch, samples; 0: dp*mbs*accumulation
   int accumulation = 0;  ///< micro-batches per step (DeepSpeed's gradient_accumulation_steps); 0: from gbs
   hw::Dtype dtype = hw::Dtype::kBf16;
+  /// The dtype gradients are accumulated in and reduced in over dp; unset:
+  /// the framework's default (plan::bytes_per_param says which). Megatron's
+  /// main_grad buffer takes it (--accumulate-allreduce-grads-in-fp32,
+  /// Megatron-Bridge's grad_reduce_in_fp32), FSDP its MixedPrecision
+  /// reduce_dtype, DeepSpeed its communication_data_type.
+  std::optional<hw::Dtype> grad_reduce;
   bool overlap = true;  ///< overlap gradient communication with the backward pass
   /// Pipeline sends overlap the sender's next compute (off: the sender waits
   /// until its peer has received, as Megatron-LM's 2021 blocking transfers did).
