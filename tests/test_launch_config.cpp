@@ -69,6 +69,12 @@ TEST(LaunchConfig, MegatronFlagsAndTheirInteractions) {
             "framework=megatron,dtype=bf16,grad_reduce=bf16,overlap=off");
   EXPECT_EQ(plan::from_megatron_args("--fp16 --accumulate-allreduce-grads-in-fp32", "args").strategy,
             "framework=megatron,dtype=fp16,grad_reduce=fp32,overlap=off");
+  // Transformer Engine's fused cross entropy; Megatron's own (native) stays the modelled fp32 one.
+  plan::LaunchStrategy te = plan::from_megatron_args("--cross-entropy-loss-fusion --cross-entropy-fusion-impl te", "args");
+  EXPECT_EQ(te.strategy, "framework=megatron,loss=fused,overlap=off");
+  plan::LaunchStrategy native = plan::from_megatron_args("--cross-entropy-loss-fusion", "args");
+  EXPECT_EQ(native.strategy, "framework=megatron,overlap=off");
+  EXPECT_TRUE(contains(native.not_modelled, "--cross-entropy-loss-fusion (impl native: modelled as the unfused fp32 cross entropy)"));
   // FP8 GEMMs over a bf16 model, whichever flag comes first.
   EXPECT_EQ(plan::from_megatron_args("--fp8-format hybrid --bf16", "args").strategy, "framework=megatron,dtype=fp8,overlap=off");
   EXPECT_NO_THROW(plan::parse_strategy(l.strategy));

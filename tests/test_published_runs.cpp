@@ -156,9 +156,11 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
     double mean, worst;
   };
   const std::map<std::string, Bound> bound = {{"ml-engineering", {0.20, 0.31}},
-                                              // worst: GB300, whose attention (Blackwell Ultra's doubled
-                                              // exponent rate) and 1,400 W dtsim takes as the B300's
-                                              {"megatron-bridge", {0.09, 0.15}},
+                                              // worst: the 405B on 1,024 H100s, then the GB200 and GB300
+                                              // (Blackwell Ultra's doubled exponent rate for attention and
+                                              // 1,400 W dtsim takes as the B300's); the recipe's fused
+                                              // cross entropy took the mean from 8.8% to 9.0%
+                                              {"megatron-bridge", {0.095, 0.15}},
                                               {"llm-foundry H100 bf16", {0.08, 0.33}},
                                               {"llm-foundry H100 fp8", {0.06, 0.11}},
                                               {"llm-foundry A100 80GB", {0.06, 0.40}},

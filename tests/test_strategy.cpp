@@ -49,7 +49,7 @@ TEST(Strategy, PresetsExpandAndLaterKeysOverride) {
 
 TEST(Strategy, BadInputIsOneLineNamingTheKey) {
   EXPECT_EQ(error_of("dp=2,pipeline=4"),
-            "--strategy: /pipeline: unknown key; valid keys: dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, grad_reduce, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, host_launch, tp_overlap, param_overlap, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor");
+            "--strategy: /pipeline: unknown key; valid keys: dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, grad_reduce, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor");
   EXPECT_EQ(error_of("dp=two"), "--strategy: /dp: expected an integer from 1 to 1048576, got \"two\"");
   EXPECT_EQ(error_of("fsdp,prefetch=-1"), "--strategy: /prefetch: expected an integer from 0 to 64, got \"-1\"");
   // Integers that wrapped before: dp*mbs was taken in 32 bits (SIGFPE at mbs=2^29), mbs=1e9 a negative batch.
@@ -61,6 +61,8 @@ TEST(Strategy, BadInputIsOneLineNamingTheKey) {
   EXPECT_EQ(error_of("host_launch=2ms"), "--strategy: /host_launch: expected at most 1 ms per launch, got \"2ms\"");
   EXPECT_DOUBLE_EQ(plan::parse_strategy("host_launch=0").host_launch.value(), 0.0);
   EXPECT_DOUBLE_EQ(plan::parse_strategy("host_launch=12 us").host_launch.value(), 12e-6);
+  EXPECT_EQ(error_of("loss=chunked"), "--strategy: /loss: expected fused or unfused, got \"chunked\"");
+  EXPECT_TRUE(plan::parse_strategy("loss=fused").fused_loss);
   EXPECT_EQ(error_of("grad_reduce=fp8"), "--strategy: /grad_reduce: expected fp32, bf16 or fp16, got \"fp8\"");
   EXPECT_EQ(plan::parse_strategy("grad_reduce=bf16").grad_reduce, hw::Dtype::kBf16);
   EXPECT_FALSE(plan::parse_strategy("dtype=bf16").grad_reduce.has_value());

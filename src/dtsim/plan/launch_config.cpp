@@ -161,6 +161,21 @@ LaunchStrategy from_megatron_args(std::string_view args, const std::string& sour
       }
       add(out, "capacity_factor=" + value);
       out.mapped.push_back(fmt::format("{} {} -> capacity_factor={}", key, value, value));
+    } else if (key == "--cross-entropy-loss-fusion") {
+      // Megatron-Core's own fused kernels (impl native, the default) keep the
+      // fp32 passes dtsim models unfused; Transformer Engine's are loss=fused.
+      const auto impl = values.find("--cross-entropy-fusion-impl");
+      if (impl != values.end() && impl->second == "te") {
+        add(out, "loss=fused");
+        out.mapped.push_back(fmt::format("{} --cross-entropy-fusion-impl te -> loss=fused", key));
+      } else {
+        out.not_modelled.push_back(key + " (impl native: modelled as the unfused fp32 cross entropy)");
+      }
+    } else if (key == "--cross-entropy-fusion-impl") {
+      if (value != "te" && value != "native") {
+        throw core::InputError(source, "/cross-entropy-fusion-impl", fmt::format("expected native or te, got \"{}\"", value));
+      }
+      if (!values.count("--cross-entropy-loss-fusion")) out.ignored.push_back(key + " (without --cross-entropy-loss-fusion)");
     } else if (key == "--seq-length") {
       out.seq_len = positive_int(value, source, "/seq-length");
       out.mapped.push_back(fmt::format("{} {} -> --seq-len {}", key, value, *out.seq_len));

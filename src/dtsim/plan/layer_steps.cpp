@@ -96,6 +96,13 @@ Bytes LayerSteps::bytes_moved(const model::Op& op, bool backward, double samples
   if (op.kind == model::OpKind::kAttention) {
     return Bytes(op.score_elements * score_passes(backward) * act_bytes_ * samples);
   }
+  if (op.kind == model::OpKind::kLoss && r_.s.fused_loss) {
+    // Transformer Engine's Triton cross entropy (v2.9): the online softmax
+    // reads the logits, the second kernel reads them again and writes the
+    // gradient in their place; the backward scales it in place by the
+    // per-token gradient (read, write). 3 and 2 elements a logit.
+    return Bytes(op.forward_elements_moved * samples * act_bytes_ * (backward ? 2.0 : 3.0));
+  }
   if (op.kind == model::OpKind::kLoss) {
     // fp32 cross entropy over the logits (the op's elements are its logits).
     // Forward: the upcast (read 2, write 4 bytes) in 16-bit training, the max

@@ -62,7 +62,10 @@ core::Bytes saved_activation_bytes(const model::Layer& layer, const ResolvedStra
     // On an expert grid an expert's input is the tokens its etp ranks
     // gathered: etp times this rank's share.
     const double input_split = op.expert && r.expert_grid() ? replicated_split / r.s.etp : replicated_split;
-    elements += s.sharded_elements / tp + s.replicated_elements / input_split;
+    // The fused cross entropy keeps the 16-bit gradient it wrote over the
+    // logits, one element a logit, where the fp32 softmax takes two.
+    const double sharded = op.kind == model::OpKind::kLoss && r.s.fused_loss ? s.sharded_elements / 2 : s.sharded_elements;
+    elements += sharded / tp + s.replicated_elements / input_split;
     masks += s.sharded_mask / tp + s.replicated_mask / input_split;
     if (!r.s.flash_attention && r.s.recompute == Recompute::kNone) {  // fused attention keeps only a row statistic of the scores
       elements += s.score_elements / tp;

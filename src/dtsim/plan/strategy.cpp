@@ -108,7 +108,7 @@ void check_stage_layers(const Strategy& s, std::int64_t blocks) {
 
 std::string_view strategy_keys() {
   return "dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, grad_reduce, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, "
-         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, host_launch, tp_overlap, param_overlap, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor";
+         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor";
 }
 
 const std::vector<Preset>& presets() {
@@ -258,6 +258,10 @@ Strategy parse_strategy(std::string_view text) {
     } else if (key == "optimizer") {
       if (value == "fused") s.optimizer = Optimizer::kFused;
       else if (value == "unfused") s.optimizer = Optimizer::kUnfused;
+      else fail(key, fmt::format("expected fused or unfused, got \"{}\"", value));
+    } else if (key == "loss") {
+      if (value == "fused") s.fused_loss = true;
+      else if (value == "unfused") s.fused_loss = false;
       else fail(key, fmt::format("expected fused or unfused, got \"{}\"", value));
     } else if (key == "host_launch") {
       try {

@@ -103,6 +103,12 @@ struct Strategy {
   std::string attention_kernel = "flash";
   Framework framework = Framework::kPytorch;
   Optimizer optimizer = Optimizer::kAuto;
+  /// Cross entropy as Transformer Engine's fused Triton kernels run it
+  /// (Megatron-Core --cross-entropy-loss-fusion --cross-entropy-fusion-impl
+  /// te): the 16-bit logits read twice, the gradient written in their place
+  /// and scaled there in the backward. Off: the fp32 cross entropy of
+  /// Megatron's vocab_parallel_cross_entropy(logits.float()) and Hugging Face.
+  bool fused_loss = false;
   [[nodiscard]] bool fused_optimizer() const {
     return optimizer == Optimizer::kAuto ? framework == Framework::kMegatron : optimizer == Optimizer::kFused;
   }
