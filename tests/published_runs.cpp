@@ -216,9 +216,11 @@ void ml_engineering(const json& c, std::vector<Case>& out) {
 }
 
 // One row of Megatron-Bridge's 25.11 table (tests/validation/megatron-bridge.json):
-// the table's layout; from the recipe, FP8 GEMMs, the distributed optimizer
-// with both overlaps, sequence parallelism and TP overlap when tp > 1, and
-// the 405B's pipeline split that counts the embedding and the loss as layers.
+// the table's layout; from the recipe, FP8 GEMMs, gradients reduced in bf16,
+// Transformer Engine's fused cross entropy, the distributed optimizer with
+// both overlaps, sequence parallelism and TP overlap when tp > 1, and the
+// pipeline split that counts the embedding and the loss as layers. MoE rows
+// (ep > 1) are a source of their own, their experts unsplit (etp 1).
 void megatron_bridge(const json& row, std::vector<Case>& out) {
   struct System {
     const char* generation;
@@ -231,19 +233,26 @@ void megatron_bridge(const json& row, std::vector<Case>& out) {
                                                         {"DGX-GB300", {"GB300", "gb300-nvl72", 72}}};
   const System& system = systems.at(row["system"].get<std::string>());
   const int gpus = row["gpus"], tp = row["tp"], pp = row["pp"], cp = row["cp"], vp = row["vp"];
+  const int ep = row.value("ep", 1);
   Case k;
   k.id = row["id"];
-  k.source = "megatron-bridge";
+  k.source = ep > 1 ? "megatron-bridge MoE" : "megatron-bridge";
   k.generation = system.generation;
-  k.model = bundled_workload(row["model"], k.id, 8192);
+  k.model = bundled_workload(row["model"], k.id, row.value("seq_len", 8192));
   k.cluster = system.cluster;
   k.gpus = gpus;
   k.nodes = (gpus + system.gpus_per_node - 1) / system.gpus_per_node;
   std::string extra;
   if (tp > 1) extra += ",sp=on,tp_overlap=on";
   if (vp > 1) extra += fmt::format(",vpp={}", vp);
-  // Megatron's account_for_embedding_in_pipeline_split and ..._loss_...: each takes a layer's place.
-  if (row["embedding_and_loss_in_pipeline_split"]) extra += ",first_stage_layers=1,last_stage_layers=1";
+  if (ep > 1) extra += fmt::format(",ep={},etp=1", ep);
+  if (row["embedding_and_loss_in_pipeline_split"]) {
+    // Megatron's account_for_embedding_in_pipeline_split and ..._loss_...: each
+    // takes a block's place, so the first and the last virtual stage hold one
+    // block fewer than the others.
+    const int per_stage = (k.model["layers"].get<int>() + 2) / (pp * vp);
+    extra += fmt::format(",first_stage_layers={},last_stage_layers={}", per_stage - 1, per_stage - 1);
+  }
   // cuda_graph_scope full_iteration: the replay launches the step at once.
   if (row["full_iteration_cuda_graph"]) extra += ",host_launch=0";
   // The recipe's grad_reduce_in_fp32 = False (the main gradients and their
@@ -280,6 +289,10 @@ const std::vector<Source>& sources() {
       {"llm-foundry A100 40GB", "as llm-foundry-mpt; the nodes as dgx-a100-40gb (the source: 1600 Gb/s RoCE per node)"},
       {"megatron-bridge", "FP8 as dtsim's dtype=fp8 (the recipe's per-tensor current scaling); the 8B's full-iteration "
                           "CUDA graph as host_launch=0 (no launch cost; nothing else of the graph modelled)"},
+      {"megatron-bridge MoE", "as megatron-bridge; FP8-MX (MXFP8) as dtype=fp8; routing as dtsim's even split (the table forces "
+                              "the balance); the all-to-all as NCCL's, also for HybridEP; not modelled: the 235B's EP all-to-all "
+                              "overlapped with another micro-batch (moe_a2a_overlap), the router's CUDA graphs, the dispatcher's "
+                              "host synchronisation"},
       {"ml-engineering", "ZeRO-2 as dtsim's zero=2 (DeepSpeed's bucketing and its blocking parameter "
                                   "all-gather after the step as modelled); the bf16 model's weights as AMP's fp32 in memory"},
   };

@@ -84,6 +84,14 @@ TEST(Transformer, MixtralCountsAllExpertsInParametersAndTopKInFlops) {
   EXPECT_DOUBLE_EQ(expert_flops, 2 * 3 * 2.0 * 4096 * 4096 * 14336);
 }
 
+// Qwen's model cards: Qwen3-30B-A3B 30.5B parameters, Qwen3-235B-A22B 235B
+// (query heads of 128 wider than hidden/heads on both).
+TEST(Transformer, Qwen3MoeWorkloadsHaveTheirPublishedSizes) {
+  const std::string dir = std::string(DTSIM_SOURCE_DIR) + "/workloads/";
+  EXPECT_NEAR(model::load_workload(dir + "qwen3-30b-a3b.json").parameter_count(), 30.5e9, 0.05e9);
+  EXPECT_NEAR(model::load_workload(dir + "qwen3-235b-a22b.json").parameter_count(), 235.0e9, 0.5e9);
+}
+
 TEST(Transformer, ResNet50HasItsPublishedSize) {
   model::Graph g = model::load_workload(std::string(DTSIM_SOURCE_DIR) + "/workloads/resnet50.json");
   EXPECT_NEAR(g.parameter_count(), 25.56e6, 0.1e6);              // torchvision: 25,557,032
