@@ -253,6 +253,8 @@ void megatron_bridge(const json& row, std::vector<Case>& out) {
     const int per_stage = (k.model["layers"].get<int>() + 2) / (pp * vp);
     extra += fmt::format(",first_stage_layers={},last_stage_layers={}", per_stage - 1, per_stage - 1);
   }
+  // The recipe's moe_a2a_overlap: Megatron-Core's overlap_moe_expert_parallel_comm.
+  if (row["moe_a2a_overlap"]) extra += ",ep_overlap=on";
   // cuda_graph_scope full_iteration: the replay launches the step at once.
   if (row["full_iteration_cuda_graph"]) extra += ",host_launch=0";
   // The recipe's grad_reduce_in_fp32 = False (the main gradients and their
@@ -290,9 +292,9 @@ const std::vector<Source>& sources() {
       {"megatron-bridge", "FP8 as dtsim's dtype=fp8 (the recipe's per-tensor current scaling); the 8B's full-iteration "
                           "CUDA graph as host_launch=0 (no launch cost; nothing else of the graph modelled)"},
       {"megatron-bridge MoE", "as megatron-bridge; FP8-MX (MXFP8) as dtype=fp8; routing as dtsim's even split (the table forces "
-                              "the balance); the all-to-all as NCCL's, also for HybridEP; not modelled: the 235B's EP all-to-all "
-                              "overlapped with another micro-batch (moe_a2a_overlap), the router's CUDA graphs, the dispatcher's "
-                              "host synchronisation"},
+                              "the balance); the all-to-all as NCCL's, also for HybridEP; the 235B's moe_a2a_overlap as "
+                              "ep_overlap=on (its delay_wgrad_compute not modelled); not modelled: the router's CUDA graphs, the "
+                              "dispatcher's host synchronisation"},
       {"ml-engineering", "ZeRO-2 as dtsim's zero=2 (DeepSpeed's bucketing and its blocking parameter "
                                   "all-gather after the step as modelled); the bf16 model's weights as AMP's fp32 in memory"},
   };

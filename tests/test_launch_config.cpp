@@ -64,6 +64,11 @@ TEST(LaunchConfig, MegatronFlagsAndTheirInteractions) {
   } catch (const core::InputError& e) {
     EXPECT_STREQ(e.what(), "train.sh: /moe-expert-capacity-factor: expected a factor from 1 to 64, got \"lots\"");
   }
+  // The expert-parallel all-to-all overlapped with another micro-batch's compute.
+  plan::LaunchStrategy a2a = plan::from_megatron_args("--expert-model-parallel-size 8 --overlap-moe-expert-parallel-comm "
+                                                      "--delay-wgrad-compute", "args");
+  EXPECT_EQ(a2a.strategy, "framework=megatron,ep=8,ep_overlap=on,overlap=off");
+  EXPECT_TRUE(contains(a2a.not_modelled, "--delay-wgrad-compute"));
   // The gradients' dtype, as the run states it.
   EXPECT_EQ(plan::from_megatron_args("--bf16 --grad-reduce-in-bf16", "args").strategy,
             "framework=megatron,dtype=bf16,grad_reduce=bf16,overlap=off");

@@ -40,6 +40,7 @@ const std::map<std::string, std::string, std::less<>>& megatron_flags() {
       {"--overlap-grad-reduce", "overlap=on"},
       {"--overlap-param-gather", "param_overlap=on"},
       {"--tp-comm-overlap", "tp_overlap=on"},
+      {"--overlap-moe-expert-parallel-comm", "ep_overlap=on"},
       {"--bf16", "dtype=bf16"},
       {"--fp16", "dtype=fp16"},
       {"--accumulate-allreduce-grads-in-fp32", "grad_reduce=fp32"},
@@ -57,7 +58,7 @@ const std::set<std::string, std::less<>>& megatron_not_modelled() {
   static const std::set<std::string, std::less<>> keys = {
       "--recompute-method", "--recompute-num-layers", "--num-layers-per-virtual-pipeline-stage",
       "--cpu-offloading",
-      "--optimizer-cpu-offload", "--fp8-recipe", "--num-distributed-optimizer-instances"};
+      "--optimizer-cpu-offload", "--fp8-recipe", "--num-distributed-optimizer-instances", "--delay-wgrad-compute"};
   return keys;
 }
 

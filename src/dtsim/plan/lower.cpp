@@ -1,5 +1,6 @@
 #include "dtsim/plan/lower.hpp"
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <optional>
@@ -274,31 +275,58 @@ class Lowering {
     return s.layers_done[static_cast<std::size_t>(index)];
   }
 
+  // One layer's steps, lowered a run at a time so that two passes can take
+  // turns (ep_overlap); it holds what a layer's lowering carries from one
+  // step to the next.
+  struct LayerCursor {
+    int layer = 0;
+    bool backward = false;
+    int mb = 0;
+    std::size_t next = 0;                // the next step to lower
+    std::size_t last_compute_index = 0;  // the layer's last compute step
+    TaskRef pending;                     // what the next compute waits for
+    TaskRef overlapped;  // a transfer running alongside the current compute step, awaited by the next one
+    TaskRef gathered;
+    bool first_compute = true;
+  };
+
+  LayerCursor start_layer(int layer, bool backward, int mb, TaskRef first_dep, TaskRef gathered) {
+    const std::vector<Step>& steps = backward ? steps_.backward(layer) : steps_.forward(layer);
+    LayerCursor c;
+    c.layer = layer;
+    c.backward = backward;
+    c.mb = mb;
+    c.pending = first_dep;
+    c.gathered = gathered;
+    c.last_compute_index = steps.size();
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      if (!steps[i].is_comm) c.last_compute_index = i;
+    }
+    return c;
+  }
+
+  // Lowers the layer's steps until it is done or, with pause_after_ep, until
+  // it has issued an expert-parallel all-to-all; true when it paused there.
   // Activations: without full recomputation a layer keeps its saved tensors
   // from forward to backward; with it, only its input, and the recomputed
   // forward holds the rest for the length of the layer's backward.
-  void run_layer(RankState& s, int layer, bool backward, int mb, TaskRef first_dep, TaskRef gathered) {
-    const std::vector<Step>& steps = backward ? steps_.backward(layer) : steps_.forward(layer);
+  bool run_steps(RankState& s, LayerCursor& c, bool pause_after_ep) {
+    const std::vector<Step>& steps = c.backward ? steps_.backward(c.layer) : steps_.forward(c.layer);
     const bool full = r_.s.recompute == Recompute::kFull;
-    const model::Layer& l = graph_.layers[static_cast<std::size_t>(layer)];
-    const Bytes saved = saved_bytes_[static_cast<std::size_t>(layer)];
+    const model::Layer& l = graph_.layers[static_cast<std::size_t>(c.layer)];
+    const Bytes saved = saved_bytes_[static_cast<std::size_t>(c.layer)];
     const Bytes kept = full && graph_.transformer
                            ? layer_input_bytes(l.tokens > 0 ? l.tokens : graph_.seq_len, graph_.transformer->hidden, r_)
                            : saved;
-    TaskRef pending = first_dep;
-    TaskRef overlapped;  // a transfer running alongside the current compute step, awaited by the next one
-    bool first_compute = true;
-    std::size_t last_compute_index = steps.size();
-    for (std::size_t i = 0; i < steps.size(); ++i) {
-      if (!steps[i].is_comm) last_compute_index = i;
-    }
-    for (std::size_t i = 0; i < steps.size(); ++i) {
+    const Phase phase = c.backward ? Phase::kBackward : Phase::kForward;
+    while (c.next < steps.size()) {
+      const std::size_t i = c.next++;
       const Step& step = steps[i];
-      const Phase phase = backward ? Phase::kBackward : Phase::kForward;
       if (step.is_comm) {
         auto [stream, group_id, calls] = channel(s, step.group);
-        std::uint32_t id = comm(s, stream, step.op, group_id, (*calls)++, step.bytes, phase, mb, layer, {s.last_compute});
-        (step.overlapped ? overlapped : pending) = id;
+        std::uint32_t id = comm(s, stream, step.op, group_id, (*calls)++, step.bytes, phase, c.mb, c.layer, {s.last_compute});
+        (step.overlapped ? c.overlapped : c.pending) = id;
+        if (pause_after_ep && step.group == GroupKind::kEp) return true;
         continue;
       }
       Task task;
@@ -306,17 +334,18 @@ class Lowering {
       task.phase = phase;
       task.rank = s.rank;
       task.payload = step.kernel;
-      task.micro_batch = mb;
-      task.layer = layer;
-      tg_.set_activation_change(task, first_compute ? (backward ? (full ? saved : Bytes(0)) : kept) : Bytes(0),
-                                backward && i == last_compute_index ? (full ? saved + kept : saved) : Bytes(0));
-      s.last_compute = add_task(task, {pending, gathered, s.unfinished_send});
+      task.micro_batch = c.mb;
+      task.layer = c.layer;
+      tg_.set_activation_change(task, c.first_compute ? (c.backward ? (full ? saved : Bytes(0)) : kept) : Bytes(0),
+                                c.backward && i == c.last_compute_index ? (full ? saved + kept : saved) : Bytes(0));
+      s.last_compute = add_task(task, {c.pending, c.gathered, s.unfinished_send});
       s.unfinished_send.reset();
-      pending = overlapped;
-      overlapped.reset();
-      gathered.reset();
-      first_compute = false;
+      c.pending = c.overlapped;
+      c.overlapped.reset();
+      c.gathered.reset();
+      c.first_compute = false;
     }
+    return false;
   }
 
   struct Channel {
@@ -330,25 +359,6 @@ class Lowering {
       case GroupKind::kEp: return {Stream::kEpComm, s.ep_group, &s.ep_calls};
       case GroupKind::kExpertTp: return {Stream::kEpComm, s.expert_tp_group, &s.expert_tp_calls};
       default: return {Stream::kTpComm, s.tp_group, &s.tp_calls};
-    }
-  }
-
-  void forward(RankState& s, int mb, int chunk) {
-    const int v = virtual_stage(s.x.p, chunk);
-    TaskRef recv;
-    if (v > 0) {
-      recv = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v - 1), p2p_tag(mb, v - 1, false),
-                  boundary_bytes(), Phase::kForward, mb, -1, {});
-    }
-    for (int layer : layers_of(s.x.p, chunk)) {
-      run_layer(s, layer, false, mb, recv, gather(s, layer, false, mb));
-      if (sharded_params() && s.last_compute) s.layers_done.push_back(*s.last_compute);
-      recv.reset();
-    }
-    if (v < virtual_stages_ - 1) {
-      TaskRef send = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v), p2p_tag(mb, v, false),
-                          boundary_bytes(), Phase::kForward, mb, -1, {s.last_compute});
-      if (!r_.s.p2p_overlap) s.unfinished_send = send;
     }
   }
 
@@ -376,49 +386,132 @@ class Lowering {
                 mb, layer, {s.last_compute});
   }
 
-  void backward(RankState& s, int mb, int chunk, bool last_of_chunk) {
-    const int v = virtual_stage(s.x.p, chunk);
-    TaskRef recv;
-    if (v < virtual_stages_ - 1) {
-      recv = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v), p2p_tag(mb, v, true), boundary_bytes(),
-                  Phase::kBackward, mb, -1, {});
-    }
-    const std::vector<int>& layers = layers_of(s.x.p, chunk);
+  // One forward or backward pass of a model chunk, lowered a run at a time.
+  struct PassCursor {
+    bool backward = false;
+    int mb = 0, chunk = 0;
+    bool last_of_chunk = false;  ///< backward: the chunk's last micro-batch, whose gradients reduce
+    const std::vector<int>* layers = nullptr;  ///< the chunk's, first to last
+    std::size_t next_layer = 0;                ///< of those the pass has run (a backward runs them last to first)
+    std::optional<LayerCursor> layer;  ///< the layer under way
+    TaskRef recv, next_gather;
     std::array<Bucket, 2> buckets{Bucket{false, Bytes(0)}, Bucket{true, Bytes(0)}};
-    const bool replicated = s.dp_group >= 0 || s.expert_dp_group >= 0;
+    bool started = false;
+    TaskRef last_compute;  ///< the pass's own, while two take turns
+  };
+
+  static PassCursor start_pass(int mb, int chunk, bool backward, bool last_of_chunk) {
+    PassCursor p;
+    p.backward = backward;
+    p.mb = mb;
+    p.chunk = chunk;
+    p.last_of_chunk = last_of_chunk;
+    return p;
+  }
+
+  // Lowers the pass until it is done (true) or, with pause_after_ep, until it
+  // has issued an expert-parallel all-to-all (false).
+  bool advance(RankState& s, PassCursor& p, bool pause_after_ep) {
+    const int v = virtual_stage(s.x.p, p.chunk);
     // Backward prefetch (PyTorch FSDP's BACKWARD_PRE): the next layer's
     // gather is issued before this layer's gradients are computed, one layer
     // ahead; without prefetch each layer gathers when it starts.
-    const bool ahead = r_.s.prefetch != 0;
-    TaskRef next_gather = layers.empty() || !ahead ? std::nullopt : gather(s, layers.back(), true, mb);
-    for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-      TaskRef gathered = ahead ? next_gather : gather(s, *it, true, mb);
-      next_gather = ahead && std::next(it) != layers.rend() ? gather(s, *std::next(it), true, mb, 1) : std::nullopt;
-      run_layer(s, *it, true, mb, recv, gathered);
-      if (sharded_params() && s.last_compute) s.layers_done.push_back(*s.last_compute);
-      recv.reset();
-      if (sharded_params()) {
-        // Sharded gradients cannot wait for the last micro-batch: reduce-scatter each one.
-        if (grad_bytes(*it).value() > 0) {
-          s.grad_comms.push_back(comm(s, Stream::kDpComm, CommOp::kReduceScatter, s.dp_group, s.dp_calls++,
-                                      grad_bytes(*it), Phase::kBackward, mb, *it, {s.last_compute}));
-        }
-        if (s.expert_dp_group >= 0 && grad_bytes(*it, true).value() > 0) {
-          s.grad_comms.push_back(comm(s, Stream::kDpComm, CommOp::kReduceScatter, s.expert_dp_group, s.dp_calls++,
-                                      grad_bytes(*it, true), Phase::kBackward, mb, *it, {s.last_compute}));
-        }
-        continue;
+    const bool ahead = p.backward && r_.s.prefetch != 0;
+    if (!p.started) {
+      p.started = true;
+      p.layers = &layers_of(s.x.p, p.chunk);
+      if (!p.backward && v > 0) {
+        p.recv = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v - 1), p2p_tag(p.mb, v - 1, false),
+                      boundary_bytes(), Phase::kForward, p.mb, -1, {});
       }
-      if (!last_of_chunk || !replicated) continue;
-      for (Bucket& b : buckets) {
-        if ((b.experts ? s.expert_dp_group : s.dp_group) >= 0) fill(s, b, *it, mb, std::next(it) == layers.rend());
+      if (p.backward && v < virtual_stages_ - 1) {
+        p.recv = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v), p2p_tag(p.mb, v, true), boundary_bytes(),
+                      Phase::kBackward, p.mb, -1, {});
       }
+      if (ahead && !p.layers->empty()) p.next_gather = gather(s, p.layers->back(), true, p.mb);
     }
-    if (v > 0) {
-      TaskRef send = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v - 1), p2p_tag(mb, v - 1, true),
-                          boundary_bytes(), Phase::kBackward, mb, -1, {s.last_compute});
+    const std::size_t count = p.layers->size();
+    // The pass's i-th layer: first to last forward, last to first backward.
+    auto nth = [&](std::size_t i) { return (*p.layers)[p.backward ? count - 1 - i : i]; };
+    while (p.next_layer < count) {
+      const int layer = nth(p.next_layer);
+      const bool last_layer = p.next_layer + 1 == count;
+      if (!p.layer) {
+        TaskRef gathered;
+        if (!p.backward) {
+          gathered = gather(s, layer, false, p.mb);
+        } else {
+          gathered = ahead ? p.next_gather : gather(s, layer, true, p.mb);
+          p.next_gather = ahead && !last_layer ? gather(s, nth(p.next_layer + 1), true, p.mb, 1) : std::nullopt;
+        }
+        p.layer = start_layer(layer, p.backward, p.mb, p.recv, gathered);
+      }
+      const bool paused = run_steps(s, *p.layer, pause_after_ep);
+      if (p.layer->next < (p.backward ? steps_.backward(layer) : steps_.forward(layer)).size()) return false;
+      p.layer.reset();
+      ++p.next_layer;
+      finish_layer(s, p, layer, last_layer);
+      if (paused && !last_layer) return false;
+    }
+    if (!p.backward && v < virtual_stages_ - 1) {
+      TaskRef send = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v), p2p_tag(p.mb, v, false),
+                          boundary_bytes(), Phase::kForward, p.mb, -1, {s.last_compute});
       if (!r_.s.p2p_overlap) s.unfinished_send = send;
     }
+    if (p.backward && v > 0) {
+      TaskRef send = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v - 1), p2p_tag(p.mb, v - 1, true),
+                          boundary_bytes(), Phase::kBackward, p.mb, -1, {s.last_compute});
+      if (!r_.s.p2p_overlap) s.unfinished_send = send;
+    }
+    return true;
+  }
+
+  // What follows a layer's last step: ZeRO-3's bookkeeping and its
+  // gradients' reduce-scatter, or the gradient buckets it fills.
+  void finish_layer(RankState& s, PassCursor& p, int layer, bool last_layer) {
+    if (sharded_params() && s.last_compute) s.layers_done.push_back(*s.last_compute);
+    p.recv.reset();
+    if (!p.backward) return;
+    if (sharded_params()) {
+      // Sharded gradients cannot wait for the last micro-batch: reduce-scatter each one.
+      if (grad_bytes(layer).value() > 0) {
+        s.grad_comms.push_back(comm(s, Stream::kDpComm, CommOp::kReduceScatter, s.dp_group, s.dp_calls++,
+                                    grad_bytes(layer), Phase::kBackward, p.mb, layer, {s.last_compute}));
+      }
+      if (s.expert_dp_group >= 0 && grad_bytes(layer, true).value() > 0) {
+        s.grad_comms.push_back(comm(s, Stream::kDpComm, CommOp::kReduceScatter, s.expert_dp_group, s.dp_calls++,
+                                    grad_bytes(layer, true), Phase::kBackward, p.mb, layer, {s.last_compute}));
+      }
+      return;
+    }
+    const bool replicated = s.dp_group >= 0 || s.expert_dp_group >= 0;
+    if (!p.last_of_chunk || !replicated) return;
+    for (Bucket& b : p.buckets) {
+      if ((b.experts ? s.expert_dp_group : s.dp_group) >= 0) fill(s, b, layer, p.mb, last_layer);
+    }
+  }
+
+  // Megatron-Core's --overlap-moe-expert-parallel-comm: a backward and a
+  // forward pass of the steady state run as one, taking turns at every
+  // expert-parallel all-to-all, so that each one's all-to-all runs beside
+  // the other's compute (model_chunk_schedule_plan.py: the backward's
+  // combine, the forward's attention, the backward's experts and the
+  // forward's dispatch, ...). The backward starts.
+  void run_merged(RankState& s, PassCursor forward_pass, PassCursor backward_pass) {
+    std::array<PassCursor*, 2> turns{&backward_pass, &forward_pass};
+    std::array<bool, 2> done{false, false};
+    forward_pass.last_compute = backward_pass.last_compute = s.last_compute;
+    for (std::size_t t = 0; !done[0] || !done[1]; t = 1 - t) {
+      if (done[t]) continue;
+      PassCursor& p = *turns[t];
+      // Each pass's collectives follow its own compute, not the other's.
+      s.last_compute = p.last_compute;
+      done[t] = advance(s, p, true);
+      p.last_compute = s.last_compute;
+    }
+    // The later of the two in program order is the rank's last compute.
+    const TaskRef a = forward_pass.last_compute, b = backward_pass.last_compute;
+    s.last_compute = !a ? b : !b ? a : std::max(*a, *b);
   }
 
   // Bytes per parameter the step streams through HBM.
@@ -534,13 +627,23 @@ class Lowering {
     tg_.simulated.push_back({s.rank, p, memory});
     const int m = r_.micro_batches;
     std::vector<int> backwards_left(static_cast<std::size_t>(r_.s.vpp), m);
-    for (const PassStep& step : stage_order(r_.s.schedule, p, r_.s.pp, m, r_.s.vpp)) {
-      if (!step.backward) {
-        forward(s, step.micro_batch, step.chunk);
-      } else {
-        const bool last = --backwards_left[static_cast<std::size_t>(step.chunk)] == 0;
-        backward(s, step.micro_batch, step.chunk, last);
+    auto pass = [&](const PassStep& step) {
+      const bool last = step.backward && --backwards_left[static_cast<std::size_t>(step.chunk)] == 0;
+      return start_pass(step.micro_batch, step.chunk, step.backward, last);
+    };
+    const std::vector<PassStep> order = stage_order(r_.s.schedule, p, r_.s.pp, m, r_.s.vpp);
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      // ep_overlap: a forward and a backward next to each other (the steady
+      // state) run as one.
+      if (r_.s.ep_overlap && s.ep_group >= 0 && i + 1 < order.size() && order[i].backward != order[i + 1].backward) {
+        PassCursor first = pass(order[i]), second = pass(order[i + 1]);
+        if (first.backward) std::swap(first, second);
+        run_merged(s, std::move(first), std::move(second));
+        ++i;
+        continue;
       }
+      PassCursor one = pass(order[i]);
+      advance(s, one, false);
     }
     optimizer(s, params);
   }

@@ -108,7 +108,7 @@ void check_stage_layers(const Strategy& s, std::int64_t blocks) {
 
 std::string_view strategy_keys() {
   return "dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, grad_reduce, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, "
-         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor";
+         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, ep_overlap, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor";
 }
 
 const std::vector<Preset>& presets() {
@@ -275,6 +275,8 @@ Strategy parse_strategy(std::string_view text) {
       s.tp_overlap = on_off(key, value);
     } else if (key == "param_overlap") {
       s.param_overlap = on_off(key, value);
+    } else if (key == "ep_overlap") {
+      s.ep_overlap = on_off(key, value);
     } else if (key == "prefetch") {
       if (value == "unbounded") s.prefetch = -1;
       else s.prefetch = positive(key, value, 0, 64);
@@ -411,6 +413,12 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
   if (!r.expert_grid()) s.dp /= s.ep;
   r.micro_batches = static_cast<int>(s.gbs / per_step);
   if (s.sp && s.tp == 1) fail("sp", "sequence parallelism splits along tensor-parallel ranks; it needs tp > 1");
+  if (s.ep_overlap) {
+    // Megatron-Core's own conditions (TransformerConfig.__post_init__).
+    if (s.ep == 1) fail("ep_overlap", "overlaps expert-parallel all-to-alls; it needs ep > 1");
+    if (s.pp > 1 && s.vpp == 1) fail("ep_overlap", "with pp > 1 it needs the interleaved schedule (vpp > 1), as Megatron-Core does");
+    if (s.recompute == Recompute::kFull) fail("ep_overlap", "cannot run with full recomputation (Megatron-Core refuses it)");
+  }
   if (s.schedule == Schedule::kInterleaved) {
     if (s.pp == 1) fail("schedule", "the interleaved schedule needs pp > 1");
     if (r.micro_batches % s.pp != 0) {

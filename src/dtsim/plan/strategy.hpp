@@ -120,6 +120,11 @@ struct Strategy {
   /// included (README, Validation, "Modelled: the host launches every
   /// kernel"); 0 is a CUDA graph, whose replay launches the step at once.
   core::Seconds host_launch = core::Seconds(8e-6);
+  /// Megatron-Core --overlap-moe-expert-parallel-comm: in the steady state a
+  /// forward and a backward pass run as one, taking turns at each
+  /// expert-parallel all-to-all so that one's all-to-all runs beside the
+  /// other's compute (needs ep > 1).
+  bool ep_overlap = false;
   /// Tensor-parallel all-gathers and reduce-scatters pipelined with their
   /// GEMMs (Megatron-Core --tp-comm-overlap): each runs beside the next compute.
   bool tp_overlap = false;
