@@ -602,6 +602,29 @@ class Lowering {
     return buffers;
   }
 
+  // Megatron-Core runs one more warm-up forward under
+  // overlap_moe_expert_parallel_comm, so that the forward and the backward
+  // of every steady-state pair belong to different micro-batches
+  // (schedules.py, get_pp_rank_microbatches): the w warm-up forwards become
+  // w + 1, and each steady step pairs the next forward with the oldest
+  // backward; the cool-down keeps the backwards left.
+  static std::vector<PassStep> one_more_warmup_forward(const std::vector<PassStep>& order) {
+    std::vector<PassStep> forwards, backwards;
+    std::size_t warmup = 0;
+    for (const PassStep& step : order) {
+      (step.backward ? backwards : forwards).push_back(step);
+      if (!step.backward && backwards.empty()) ++warmup;
+    }
+    warmup = std::min(warmup + 1, forwards.size());
+    std::vector<PassStep> out(forwards.begin(), forwards.begin() + static_cast<std::ptrdiff_t>(warmup));
+    std::size_t f = warmup;
+    for (const PassStep& b : backwards) {
+      if (f < forwards.size()) out.push_back(forwards[f++]);
+      out.push_back(b);
+    }
+    return out;
+  }
+
   void lower_rank(const Coord& x) {
     RankState s;
     s.rank = layout_.rank(x);
@@ -631,7 +654,8 @@ class Lowering {
       const bool last = step.backward && --backwards_left[static_cast<std::size_t>(step.chunk)] == 0;
       return start_pass(step.micro_batch, step.chunk, step.backward, last);
     };
-    const std::vector<PassStep> order = stage_order(r_.s.schedule, p, r_.s.pp, m, r_.s.vpp);
+    std::vector<PassStep> order = stage_order(r_.s.schedule, p, r_.s.pp, m, r_.s.vpp);
+    if (r_.s.ep_overlap) order = one_more_warmup_forward(order);
     for (std::size_t i = 0; i < order.size(); ++i) {
       // ep_overlap: a forward and a backward next to each other (the steady
       // state) run as one.
