@@ -150,7 +150,7 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
 // cannot grow unseen (the README says where it comes from).
 TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
   const std::vector<Case> cases = validation::outside_shared_cases();
-  ASSERT_EQ(cases.size(), 2U + 185U + 9U);
+  ASSERT_EQ(cases.size(), 2U + 185U + 11U);
   const auto [by_source, all] = run_table(cases);
   struct Bound {
     double mean, worst;
@@ -163,7 +163,7 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               {"megatron-bridge", {0.095, 0.15}},
                                               // dtsim leaves out what bounds these MoE runs (README,
                                               // "Megatron-Bridge's Qwen3 MoE rows"): today's error, held
-                                              {"megatron-bridge MoE", {0.97, 2.30}},
+                                              {"megatron-bridge MoE", {1.06, 2.30}},
                                               {"llm-foundry H100 bf16", {0.08, 0.33}},
                                               {"llm-foundry H100 fp8", {0.06, 0.11}},
                                               {"llm-foundry A100 80GB", {0.06, 0.40}},
