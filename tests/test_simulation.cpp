@@ -48,6 +48,8 @@ TEST(Simulation, SpmdRanksReplayWhatEveryRanksOwnTasksPredict) {
       {"llama2-7b", "dgx-h100", "zero3,gbs=64", 4, sim::NetworkMode::kAnalytic},
       {"llama2-7b", "dgx-h100", "tp=2,pp=2,dp=8,gbs=64,vpp=2", 4, sim::NetworkMode::kAnalytic},
       {"mixtral-8x7b", "dgx-h100", "tp=4,ep=8,etp=1,dp=8,gbs=64,sp=on", 4, sim::NetworkMode::kAnalytic},
+      {"mixtral-8x7b", "dgx-h100", "tp=2,ep=4,etp=1,pp=2,vpp=2,dp=4,gbs=32,sp=on,ep_overlap=on", 4,
+       sim::NetworkMode::kAnalytic},
       {"llama3-8b", "dgx-h100", "cp=2,tp=2,dp=4,gbs=16", 2, sim::NetworkMode::kAnalytic},
       {"llama2-7b", "dgx-h100", "tp=2,pp=2,dp=8,gbs=64", 4, sim::NetworkMode::kFlow},
   };
