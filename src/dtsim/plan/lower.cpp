@@ -279,10 +279,12 @@ class Lowering {
   // turns (ep_overlap); it holds what a layer's lowering carries from one
   // step to the next.
   struct LayerCursor {
+    const std::vector<Step>* steps = nullptr;  // the layer's forward or backward steps
     int layer = 0;
     bool backward = false;
     int mb = 0;
     std::size_t next = 0;                // the next step to lower
+    [[nodiscard]] bool done() const { return next == steps->size(); }
     std::size_t last_compute_index = 0;  // the layer's last compute step
     TaskRef pending;                     // what the next compute waits for
     TaskRef overlapped;  // a transfer running alongside the current compute step, awaited by the next one
@@ -293,6 +295,7 @@ class Lowering {
   LayerCursor start_layer(int layer, bool backward, int mb, TaskRef first_dep, TaskRef gathered) {
     const std::vector<Step>& steps = backward ? steps_.backward(layer) : steps_.forward(layer);
     LayerCursor c;
+    c.steps = &steps;
     c.layer = layer;
     c.backward = backward;
     c.mb = mb;
@@ -311,7 +314,7 @@ class Lowering {
   // from forward to backward; with it, only its input, and the recomputed
   // forward holds the rest for the length of the layer's backward.
   bool run_steps(RankState& s, LayerCursor& c, bool pause_after_ep) {
-    const std::vector<Step>& steps = c.backward ? steps_.backward(c.layer) : steps_.forward(c.layer);
+    const std::vector<Step>& steps = *c.steps;
     const bool full = r_.s.recompute == Recompute::kFull;
     const model::Layer& l = graph_.layers[static_cast<std::size_t>(c.layer)];
     const Bytes saved = saved_bytes_[static_cast<std::size_t>(c.layer)];
@@ -391,23 +394,13 @@ class Lowering {
     bool backward = false;
     int mb = 0, chunk = 0;
     bool last_of_chunk = false;  ///< backward: the chunk's last micro-batch, whose gradients reduce
-    const std::vector<int>* layers = nullptr;  ///< the chunk's, first to last
+    const std::vector<int>* layers = nullptr;  ///< the chunk's, first to last; null until the pass starts
     std::size_t next_layer = 0;                ///< of those the pass has run (a backward runs them last to first)
-    std::optional<LayerCursor> layer;  ///< the layer under way
-    TaskRef recv, next_gather;
+    std::optional<LayerCursor> layer{};  ///< the layer under way
+    TaskRef recv{}, next_gather{};
     std::array<Bucket, 2> buckets{Bucket{false, Bytes(0)}, Bucket{true, Bytes(0)}};
-    bool started = false;
-    TaskRef last_compute;  ///< the pass's own, while two take turns
+    TaskRef last_compute{};  ///< the pass's own, while two take turns
   };
-
-  static PassCursor start_pass(int mb, int chunk, bool backward, bool last_of_chunk) {
-    PassCursor p;
-    p.backward = backward;
-    p.mb = mb;
-    p.chunk = chunk;
-    p.last_of_chunk = last_of_chunk;
-    return p;
-  }
 
   // Lowers the pass until it is done (true) or, with pause_after_ep, until it
   // has issued an expert-parallel all-to-all (false).
@@ -417,8 +410,7 @@ class Lowering {
     // gather is issued before this layer's gradients are computed, one layer
     // ahead; without prefetch each layer gathers when it starts.
     const bool ahead = p.backward && r_.s.prefetch != 0;
-    if (!p.started) {
-      p.started = true;
+    if (!p.layers) {
       p.layers = &layers_of(s.x.p, p.chunk);
       if (!p.backward && v > 0) {
         p.recv = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v - 1), p2p_tag(p.mb, v - 1, false),
@@ -447,7 +439,7 @@ class Lowering {
         p.layer = start_layer(layer, p.backward, p.mb, p.recv, gathered);
       }
       const bool paused = run_steps(s, *p.layer, pause_after_ep);
-      if (p.layer->next < (p.backward ? steps_.backward(layer) : steps_.forward(layer)).size()) return false;
+      if (!p.layer->done()) return false;
       p.layer.reset();
       ++p.next_layer;
       finish_layer(s, p, layer, last_layer);
@@ -602,29 +594,6 @@ class Lowering {
     return buffers;
   }
 
-  // Megatron-Core runs one more warm-up forward under
-  // overlap_moe_expert_parallel_comm, so that the forward and the backward
-  // of every steady-state pair belong to different micro-batches
-  // (schedules.py, get_pp_rank_microbatches): the w warm-up forwards become
-  // w + 1, and each steady step pairs the next forward with the oldest
-  // backward; the cool-down keeps the backwards left.
-  static std::vector<PassStep> one_more_warmup_forward(const std::vector<PassStep>& order) {
-    std::vector<PassStep> forwards, backwards;
-    std::size_t warmup = 0;
-    for (const PassStep& step : order) {
-      (step.backward ? backwards : forwards).push_back(step);
-      if (!step.backward && backwards.empty()) ++warmup;
-    }
-    warmup = std::min(warmup + 1, forwards.size());
-    std::vector<PassStep> out(forwards.begin(), forwards.begin() + static_cast<std::ptrdiff_t>(warmup));
-    std::size_t f = warmup;
-    for (const PassStep& b : backwards) {
-      if (f < forwards.size()) out.push_back(forwards[f++]);
-      out.push_back(b);
-    }
-    return out;
-  }
-
   void lower_rank(const Coord& x) {
     RankState s;
     s.rank = layout_.rank(x);
@@ -652,10 +621,9 @@ class Lowering {
     std::vector<int> backwards_left(static_cast<std::size_t>(r_.s.vpp), m);
     auto pass = [&](const PassStep& step) {
       const bool last = step.backward && --backwards_left[static_cast<std::size_t>(step.chunk)] == 0;
-      return start_pass(step.micro_batch, step.chunk, step.backward, last);
+      return PassCursor{.backward = step.backward, .mb = step.micro_batch, .chunk = step.chunk, .last_of_chunk = last};
     };
-    std::vector<PassStep> order = stage_order(r_.s.schedule, p, r_.s.pp, m, r_.s.vpp);
-    if (r_.s.ep_overlap) order = one_more_warmup_forward(order);
+    const std::vector<PassStep> order = stage_order(r_.s.schedule, p, r_.s.pp, m, r_.s.vpp, r_.s.ep_overlap ? 1 : 0);
     for (std::size_t i = 0; i < order.size(); ++i) {
       // ep_overlap: a forward and a backward next to each other (the steady
       // state) run as one.

@@ -27,7 +27,8 @@ PassStep interleaved_pass(int k, int stages, int chunks, bool backward) {
 
 }  // namespace
 
-std::vector<PassStep> stage_order(Schedule schedule, int stage, int stages, int micro_batches, int chunks) {
+std::vector<PassStep> stage_order(Schedule schedule, int stage, int stages, int micro_batches, int chunks,
+                                  int extra_warmup) {
   std::vector<PassStep> order;
   const int m = micro_batches;
   if (schedule == Schedule::kGpipe) {
@@ -38,7 +39,7 @@ std::vector<PassStep> stage_order(Schedule schedule, int stage, int stages, int 
   const int v = schedule == Schedule::kInterleaved ? chunks : 1;
   const int total = m * v;
   int warmup = schedule == Schedule::kInterleaved ? (stages - stage - 1) * 2 + (v - 1) * stages : stages - stage - 1;
-  warmup = std::min(warmup, total);
+  warmup = std::min(warmup + extra_warmup, total);
   auto pass = [&](int k, bool backward) {
     return v > 1 ? interleaved_pass(k, stages, v, backward) : PassStep{k, 0, backward};
   };

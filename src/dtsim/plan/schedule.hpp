@@ -20,6 +20,12 @@ struct PassStep {
 /// The passes stage `stage` of `stages` runs for `micro_batches` micro-batches
 /// and `chunks` model chunks per stage. Interleaving needs micro_batches to be
 /// a multiple of stages (Megatron's rule); the strategy checks that.
-std::vector<PassStep> stage_order(Schedule schedule, int stage, int stages, int micro_batches, int chunks);
+/// `extra_warmup` forwards run before the 1F1B steady state besides the
+/// schedule's own: Megatron-Core adds one under
+/// overlap_moe_expert_parallel_comm (schedules.py, get_pp_rank_microbatches)
+/// so that each steady step's forward and backward are of different
+/// micro-batches.
+std::vector<PassStep> stage_order(Schedule schedule, int stage, int stages, int micro_batches, int chunks,
+                                  int extra_warmup = 0);
 
 }  // namespace dtsim::plan
