@@ -1,6 +1,7 @@
 // Pipeline schedules against their closed forms, on a model whose stages are
 // identical and whose transfers cost nothing (a layer graph of norm ops: no
 // parameters, no activation transfer size), so the only idle time is the bubble.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -93,4 +94,26 @@ TEST(Schedule, EveryPassRunsOnceInEachSchedule) {
       EXPECT_EQ(seen.size(), order.size());
     }
   }
+}
+
+// Megatron-Core's one more warm-up forward under EP overlap: the stage runs
+// its schedule's warm-up plus one before the first backward, and after it
+// each forward is followed by a backward of an earlier micro-batch.
+TEST(Schedule, ExtraWarmupRunsOneMoreForwardBeforeTheSteadyState) {
+  for (int stage = 0; stage < 4; ++stage) {
+    auto forwards_before_backward = [](const std::vector<plan::PassStep>& order) {
+      return std::find_if(order.begin(), order.end(), [](const plan::PassStep& s) { return s.backward; }) - order.begin();
+    };
+    const auto plain = plan::stage_order(plan::Schedule::kInterleaved, stage, 4, 16, 2);
+    const auto extra = plan::stage_order(plan::Schedule::kInterleaved, stage, 4, 16, 2, 1);
+    EXPECT_EQ(forwards_before_backward(extra), forwards_before_backward(plain) + 1) << stage;
+    EXPECT_EQ(extra.size(), plain.size());
+  }
+  // Without a pipeline the pairs are F1 B0, F2 B1, ...: never a micro-batch's own.
+  const auto single = plan::stage_order(plan::Schedule::kOneFOneB, 0, 1, 4, 1, 1);
+  ASSERT_EQ(single.size(), 8U);
+  EXPECT_FALSE(single[0].backward);
+  EXPECT_EQ(single[1].micro_batch, 1);
+  EXPECT_EQ(single[2].micro_batch, 0);
+  EXPECT_TRUE(single[2].backward);
 }
