@@ -207,8 +207,9 @@ void ml_engineering(const json& c, std::vector<Case>& out) {
   k.cluster = gpu == "B200" ? "dgx-b200" : "hgx-h200";
   k.gpus = c["gpus"];
   k.nodes = 1;
-  // DeepSpeed's "AdamW" optimizer type is its FusedAdam.
-  k.strategy = fmt::format("framework=pytorch,dp={},zero=2,overlap=on,mbs=1,gbs={},dtype=bf16,attention={},optimizer=fused", k.gpus,
+  // framework=deepspeed: the bf16 model, reduction in bf16 and DeepSpeed's
+  // FusedAdam (its "AdamW" optimizer type).
+  k.strategy = fmt::format("framework=deepspeed,dp={},zero=2,overlap=on,mbs=1,gbs={},dtype=bf16,attention={}", k.gpus,
                            k.gpus, c["attention"].get<std::string>());
   k.metric = Metric::kCausalTflops;
   k.measured = c["tflops_per_gpu"];
@@ -296,7 +297,7 @@ const std::vector<Source>& sources() {
                               "ep_overlap=on (its delay_wgrad_compute not modelled); not modelled: the router's CUDA graphs, the "
                               "dispatcher's host synchronisation"},
       {"ml-engineering", "ZeRO-2 as dtsim's zero=2 (DeepSpeed's bucketing and its blocking parameter "
-                                  "all-gather after the step as modelled); the bf16 model's weights as AMP's fp32 in memory"},
+                                  "all-gather after the step as modelled)"},
   };
   return all;
 }

@@ -94,20 +94,22 @@ TEST(LaunchConfig, DeepSpeedConfigMapsKeyByKey) {
   plan::LaunchStrategy l = plan::from_deepspeed_config(ds, "ds.json");
   // In the order nlohmann keeps the keys (sorted).
   EXPECT_EQ(l.strategy,
-            "framework=pytorch,dtype=bf16,accumulation=4,optimizer=fused,mbs=2,overlap=on,bucket=1000000000 B,zero=3");
+            "framework=deepspeed,dtype=bf16,accumulation=4,optimizer=fused,mbs=2,overlap=on,bucket=1000000000 B,zero=3");
   EXPECT_TRUE(contains(l.not_modelled, "zero_optimization.offload_optimizer"));
   EXPECT_TRUE(contains(l.ignored, "zero_optimization.stage3_prefetch_bucket_size"));
   EXPECT_TRUE(contains(l.mapped, "optimizer.type AdamW -> optimizer=fused (DeepSpeed's)"));
+  EXPECT_TRUE(contains(l.mapped, "(DeepSpeed) -> framework=deepspeed"));
   plan::Strategy s = plan::parse_strategy(l.strategy);
   EXPECT_EQ(s.zero, 3);
   EXPECT_EQ(s.accumulation, 4);
   EXPECT_TRUE(s.fused_optimizer());
+  EXPECT_EQ(s.framework, plan::Framework::kDeepspeed);
   EXPECT_EQ(plan::from_deepspeed_config(nlohmann::json::parse(R"({"communication_data_type": "fp32"})"), "ds.json").strategy,
-            "framework=pytorch,grad_reduce=fp32");
+            "framework=deepspeed,grad_reduce=fp32");
   // DeepSpeed runs PyTorch's own Adam when asked to; other optimizers are not modelled.
   EXPECT_EQ(plan::from_deepspeed_config(nlohmann::json::parse(R"({"optimizer": {"type": "Adam", "params": {"torch_adam": true}}})"),
                                         "ds.json").strategy,
-            "framework=pytorch,optimizer=unfused");
+            "framework=deepspeed,optimizer=unfused");
   EXPECT_TRUE(contains(plan::from_deepspeed_config(nlohmann::json::parse(R"({"optimizer": {"type": "OneBitAdam"}})"), "ds.json")
                            .not_modelled,
                        "optimizer.type OneBitAdam"));

@@ -68,3 +68,41 @@ TEST(Memory, ZeroStagesShardOverDataParallelRanks) {
   EXPECT_DOUBLE_EQ(total(plan::static_memory(psi, with(8, 2))), 4 * psi + (4 + 8) * psi / n);
   EXPECT_DOUBLE_EQ(total(plan::static_memory(psi, with(8, 3))), 16 * psi / n);
 }
+
+// DeepSpeed casts the model itself to bf16 or fp16: 2-byte weights and
+// gradients; the fp32 master partition sits with Adam's moments (12 bytes,
+// sharded from ZeRO-1); gradients are reduced in the model's dtype
+// (communication_data_type's default). A ZeRO-2 run on 8 ranks holds
+// 2 + 14/8 bytes a parameter where PyTorch's autocast holds 4 + 12/8.
+TEST(Memory, DeepSpeedHoldsASixteenBitModelAndKeepsItsFp32MasterWeightsInTheOptimizer) {
+  const double psi = 1e9;
+  plan::ResolvedStrategy ds = with(8, 2);
+  ds.s.framework = plan::Framework::kDeepspeed;
+  const plan::StaticMemory m = plan::static_memory(psi, ds);
+  EXPECT_DOUBLE_EQ(m.params.value(), 2 * psi);
+  EXPECT_DOUBLE_EQ(m.grads.value(), 2 * psi / 8);
+  EXPECT_DOUBLE_EQ(m.optimizer.value(), 12 * psi / 8);
+  const plan::StaticMemory pytorch = plan::static_memory(psi, with(8, 2));
+  EXPECT_DOUBLE_EQ((pytorch.params + pytorch.grads + pytorch.optimizer).value(), 4 * psi + 12 * psi / 8);
+  EXPECT_DOUBLE_EQ(plan::bytes_per_param(ds.s).reduce, 2.0);
+  EXPECT_DOUBLE_EQ(plan::bytes_per_param(ds.s).gather, 2.0);
+  ds.s.grad_reduce = hw::Dtype::kFp32;  // communication_data_type "fp32": the reduction widens, the gradients do not
+  EXPECT_DOUBLE_EQ(plan::bytes_per_param(ds.s).reduce, 4.0);
+  EXPECT_DOUBLE_EQ(plan::bytes_per_param(ds.s).grads, 2.0);
+  // ZeRO-1 keeps every gradient; ZeRO-3 shards all 16 bytes.
+  ds.s.grad_reduce.reset();
+  ds.s.zero = 1;
+  EXPECT_DOUBLE_EQ(plan::static_memory(psi, ds).grads.value(), 2 * psi);
+  ds.s.zero = 3;
+  const plan::StaticMemory z3 = plan::static_memory(psi, ds);
+  EXPECT_DOUBLE_EQ((z3.params + z3.grads + z3.optimizer).value(), 16 * psi / 8);
+  // Without bf16 or fp16 the model stays fp32 and there is no master copy.
+  const plan::StaticMemory fp32 = plan::static_memory(psi, [] {
+    plan::ResolvedStrategy r = with(8, 0, hw::Dtype::kFp32);
+    r.s.framework = plan::Framework::kDeepspeed;
+    return r;
+  }());
+  EXPECT_DOUBLE_EQ((fp32.params + fp32.grads + fp32.optimizer).value(), 16 * psi);
+  // DeepSpeed builds its FusedAdam.
+  EXPECT_TRUE(ds.s.fused_optimizer());
+}

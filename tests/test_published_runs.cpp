@@ -155,7 +155,9 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
   struct Bound {
     double mean, worst;
   };
-  const std::map<std::string, Bound> bound = {{"ml-engineering", {0.20, 0.31}},
+  const std::map<std::string, Bound> bound = {// DeepSpeed's bf16 model reduces in bf16 (framework=deepspeed):
+                                              // 8.5% and 29.9% became 11.0% and 31.2%
+                                              {"ml-engineering", {0.22, 0.32}},
                                               // worst: the 405B on 1,024 H100s, then the GB200 and GB300
                                               // (Blackwell Ultra's doubled exponent rate for attention and
                                               // 1,400 W dtsim takes as the B300's); the recipe's fused

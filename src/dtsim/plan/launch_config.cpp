@@ -203,7 +203,8 @@ LaunchStrategy from_megatron_args(std::string_view args, const std::string& sour
 LaunchStrategy from_deepspeed_config(const nlohmann::json& config, const std::string& file) {
   if (!config.is_object()) throw core::InputError(file, "", "expected a DeepSpeed config object");
   LaunchStrategy out;
-  add(out, "framework=pytorch");
+  add(out, "framework=deepspeed");
+  out.mapped.push_back("(DeepSpeed) -> framework=deepspeed");
   auto count = [&](const nlohmann::json& v, const std::string& pointer, int min = 1) {
     if (v.is_string() && v.get<std::string>() == "auto") {
       throw core::InputError(file, pointer, "is \"auto\" (set by the HF Trainer at launch): give the number it becomes");

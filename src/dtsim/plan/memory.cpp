@@ -16,6 +16,15 @@ BytesPerParam bytes_per_param(const Strategy& s) {
     const double reduce = s.grad_reduce ? width(*s.grad_reduce) : (s.dtype == hw::Dtype::kFp16 ? 2.0 : 4.0);
     return {2, reduce, 12, reduce, 2};
   }
+  if (s.framework == Framework::kDeepspeed) {
+    // The engine casts the model to bf16 or fp16 (engine.py); ZeRO keeps the
+    // fp32 master partition beside Adam's moments (stage_1_and_2.py's
+    // single_partition_of_fp32_groups) and reduces in communication_data_type,
+    // the model's dtype unless set. gradient_accumulation_dtype fp32 under
+    // ZeRO-1 (BF16_Optimizer's fp32 gradient buffer) is not modelled.
+    const double reduce = s.grad_reduce ? width(*s.grad_reduce) : 2.0;
+    return {2, 2, 12, reduce, 2};
+  }
   // PyTorch DDP reduces the fp32 gradients autocast leaves; FSDP's
   // MixedPrecision with no reduce_dtype reduces in its 16-bit param_dtype.
   const double reduce = s.grad_reduce ? width(*s.grad_reduce) : (s.zero >= 3 ? 2.0 : 4.0);

@@ -254,7 +254,8 @@ Strategy parse_strategy(std::string_view text) {
     } else if (key == "framework") {
       if (value == "megatron") s.framework = Framework::kMegatron;
       else if (value == "pytorch") s.framework = Framework::kPytorch;
-      else fail(key, fmt::format("expected megatron or pytorch, got \"{}\"", value));
+      else if (value == "deepspeed") s.framework = Framework::kDeepspeed;
+      else fail(key, fmt::format("expected megatron, pytorch or deepspeed, got \"{}\"", value));
     } else if (key == "optimizer") {
       if (value == "fused") s.optimizer = Optimizer::kFused;
       else if (value == "unfused") s.optimizer = Optimizer::kUnfused;

@@ -27,15 +27,22 @@ enum class Recompute { kNone, kSelective, kFull };
 ///  - kPytorch: PyTorch eager (DDP, FSDP): scaled_dot_product_attention's
 ///    kernel, unfused softmax as separate element-wise kernels, DDP reduces
 ///    the fp32 gradients of autocast, FSDP reduces in 16 bits
-///    (MixedPrecision), 16 bytes of state per parameter.
-enum class Framework { kMegatron, kPytorch };
+///    (MixedPrecision), 16 bytes of state per parameter;
+///  - kDeepspeed: DeepSpeed's engine around a PyTorch eager model (its kernels
+///    are kPytorch's): under bf16 or fp16 the model itself is 16-bit, so the
+///    weights and their gradients take 2 bytes, the fp32 master weights live
+///    in the optimizer with Adam's moments (12), gradients are reduced in the
+///    16-bit dtype (communication_data_type's default) and Adam is
+///    DeepSpeed's FusedAdam.
+enum class Framework { kMegatron, kPytorch, kDeepspeed };
 
 /// How the optimizer step runs. kFused: one kernel per tensor group reads
 /// and writes each state once (apex and Transformer Engine's FusedAdam,
 /// DeepSpeed's, torch.optim.AdamW(fused=True)); kUnfused: Adam as eager
 /// element-wise ops, each its own pass over the state (torch.optim.AdamW's
 /// default foreach path, or a loop over the tensors such as Composer's
-/// DecoupledAdamW). kAuto: the framework's (Megatron fused, PyTorch unfused).
+/// DecoupledAdamW). kAuto: the framework's (Megatron and DeepSpeed fused,
+/// PyTorch unfused).
 enum class Optimizer { kAuto, kFused, kUnfused };
 
 /// Limits on what a strategy string may ask for, stated in its errors: a
@@ -110,7 +117,7 @@ struct Strategy {
   /// Megatron's vocab_parallel_cross_entropy(logits.float()) and Hugging Face.
   bool fused_loss = false;
   [[nodiscard]] bool fused_optimizer() const {
-    return optimizer == Optimizer::kAuto ? framework == Framework::kMegatron : optimizer == Optimizer::kFused;
+    return optimizer == Optimizer::kAuto ? framework != Framework::kPytorch : optimizer == Optimizer::kFused;
   }
   /// What the host takes to issue one kernel or collective: a GPU kernel
   /// cannot start before the host has launched it. The host runs ahead of the
