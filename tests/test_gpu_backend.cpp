@@ -120,6 +120,9 @@ std::vector<CommittedRun> committed_runs(bool own_profile) {
     // These runs predate the optimizer key: their plans, which the executor
     // ran, streamed the fused step's bytes.
     if (run.strategy.find("optimizer=") == std::string::npos) run.strategy += ",optimizer=fused";
+    // And the autocast key: their plans cast no weights and summed no fp32
+    // gradients (the executor runs the plan's kernels, so it ran none).
+    if (run.strategy.find("autocast=") == std::string::npos) run.strategy += ",autocast=off";
     const std::filesystem::path own_model = source / "tests/gpu" / (r.at("model").get<std::string>() + ".json");
     const std::string model = std::filesystem::exists(own_model) ? own_model.string() : r.at("model").get<std::string>();
     std::optional<std::string> profile;

@@ -133,14 +133,14 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
   // Issue 12's target is a mean |error| of 5% per source and no case beyond
   // 12%; it is not met (README, "Validation"). Until it is, these bounds hold
   // what the model reaches today, so that no change makes it worse unseen.
-  const std::map<std::string, double> bound = {{"flashattention-2", 0.10},  {"llm-foundry-mpt", 0.105},
+  const std::map<std::string, double> bound = {{"flashattention-2", 0.08},  {"llm-foundry-mpt", 0.105},
                                                {"megatron-core-h100", 0.125}, {"megatron-lm-2020", 0.08},
                                                {"megatron-sc21", 0.08}};
   for (const auto& [name, s] : by_source) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name)) << name << " (issue 12's target: 0.05)";
   }
-  EXPECT_LE(all.mean(), 0.10);
+  EXPECT_LE(all.mean(), 0.095);
   EXPECT_EQ(all.n, 61);  // 50 cases of published-runs.json (one gives two ends) + 10 SC'21 rows
 }
 

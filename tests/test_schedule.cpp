@@ -31,7 +31,7 @@ std::string uniform_model(int layers) {
 // Kernels this small are shorter than their launches: the host is taken out
 // (host_launch=0), as a CUDA graph would, so that the bubble is the schedule's.
 driver::Simulation run(const std::string& strategy) {
-  return driver::simulate({uniform_model(16), "dgx-h100", strategy + ",host_launch=0", std::nullopt, std::nullopt,
+  return driver::simulate({uniform_model(16), "dgx-h100", strategy + ",host_launch=0,autocast=off", std::nullopt, std::nullopt,
                            std::nullopt, false, {}, {}});
 }
 

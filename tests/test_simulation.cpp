@@ -90,10 +90,12 @@ TEST(Simulation, OverlapHidesGradientCommunication) {
   EXPECT_GT(off.report.breakdown.exposed_comm.dp.value(), 0);
 }
 
+// (Without autocast's gradient accumulation, which the first micro-batch
+// does not run: the next test.)
 TEST(Simulation, GradientAccumulationScalesComputeNotCommunication) {
-  driver::Simulation one = run("ddp,gbs=8", 1);
-  driver::Simulation two = run("ddp,gbs=16", 1);
-  driver::Simulation four = run("ddp,gbs=32", 1);
+  driver::Simulation one = run("ddp,gbs=8,autocast=off", 1);
+  driver::Simulation two = run("ddp,gbs=16,autocast=off", 1);
+  driver::Simulation four = run("ddp,gbs=32,autocast=off", 1);
   EXPECT_EQ(four.report.micro_batches, 4);
   // Each micro-batch adds one forward and backward; the optimizer step and the
   // gradient all-reduce happen once per step.
@@ -151,13 +153,60 @@ TEST(Simulation, FullRecomputationCostsAForwardAndSavesMemory) {
   EXPECT_LT(full.report.peak_bytes, none.report.peak_bytes);
 }
 
+// PyTorch autocast over fp32 weights: every micro-batch casts each linear
+// weight to bf16 (6 bytes a parameter) and keeps the copy for its backward
+// (2), whose bf16 weight gradient is cast back (6); after the first
+// micro-batch autograd sums it into .grad (12). FSDP's 16-bit gathers,
+// DeepSpeed's and Megatron's 16-bit models pay none of it.
+TEST(Simulation, AutocastCastsWeightsEveryMicroBatchAndSumsFp32Gradients) {
+  const std::string base = "gpus=1,mbs=1,gbs=4";
+  driver::Simulation on = run(base, 1), off = run(base + ",autocast=off", 1);
+  double gemm_params = 0, params = 0;
+  for (const model::Layer& l : on.graph.layers) {
+    for (const model::Op& op : l.ops) {
+      params += op.params;
+      if (op.kind == model::OpKind::kGemm) gemm_params += op.params;
+    }
+  }
+  // The kernels' streamed bytes, per task run.
+  auto streamed = [](const driver::Simulation& s, const std::string& suffix) {
+    double bytes = 0;
+    int tasks = 0;
+    for (const plan::Task& t : s.tasks.tasks) {
+      if (t.kind != plan::TaskKind::kCompute) continue;
+      const plan::Kernel& k = s.tasks.kernels[static_cast<std::size_t>(t.payload)];
+      if (k.name.size() < suffix.size() || k.name.compare(k.name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+      ++tasks;
+      for (const hw::OpWork& w : k.ops) bytes += w.bytes_moved.value();
+    }
+    return std::pair{bytes, tasks};
+  };
+  const int micro_batches = 4;
+  for (const std::string pass : {".fwd", ".bwd"}) {
+    EXPECT_NEAR(streamed(on, pass).first - streamed(off, pass).first, micro_batches * 6.0 * gemm_params, 1e-6 * gemm_params) << pass;
+  }
+  const auto [summed, sums] = streamed(on, ".grad_accumulate");
+  EXPECT_NEAR(summed, (micro_batches - 1) * 12.0 * params, 1e-6 * params);
+  EXPECT_GT(sums, 0);
+  EXPECT_EQ(streamed(off, ".grad_accumulate").second, 0);
+  EXPECT_GT(on.report.step_time, off.report.step_time);
+  EXPECT_NEAR((on.report.per_stage[0].activations - off.report.per_stage[0].activations).value(), 2.0 * gemm_params,
+              1e-6 * gemm_params);
+  // Neither FSDP nor a 16-bit model pays it.
+  for (const std::string other : {"gpus=8,mbs=1,gbs=32,zero=3", "gpus=1,mbs=1,gbs=4,framework=deepspeed",
+                                  "gpus=1,mbs=1,gbs=4,framework=megatron"}) {
+    EXPECT_EQ(run(other, 1).report.step_time, run(other + ",autocast=off", 1).report.step_time) << other;
+  }
+}
+
 TEST(Simulation, ContextParallelismSplitsActivationsAndOverlapsTheKvRing) {
   auto llama = [](const std::string& s) {
     return driver::simulate({"llama3-8b", "dgx-h100", s, std::nullopt, std::nullopt, std::nullopt, false, {}, {}});
   };
-  driver::Simulation one = llama("gpus=2,tp=2,gbs=1,recompute=selective");
-  driver::Simulation two = llama("gpus=4,tp=2,cp=2,gbs=1,recompute=selective");
-  // Each cp rank keeps the activations of half the tokens.
+  driver::Simulation one = llama("gpus=2,tp=2,gbs=1,recompute=selective,autocast=off");
+  driver::Simulation two = llama("gpus=4,tp=2,cp=2,gbs=1,recompute=selective,autocast=off");
+  // Each cp rank keeps the activations of half the tokens (autocast's weight
+  // copies, which cp does not split, left out).
   EXPECT_NEAR(two.report.per_stage[0].activations / one.report.per_stage[0].activations, 0.5, 0.02);
   // The KV exchange hides behind attention blocks: far less exposed than it takes.
   core::Seconds ring;

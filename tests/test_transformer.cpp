@@ -34,6 +34,7 @@ plan::ResolvedStrategy strategy(int tp, bool flash) {
   r.s.mbs = 1;
   r.s.dtype = hw::Dtype::kFp16;
   r.s.flash_attention = flash;
+  r.s.autocast = false;  // activations alone, without autocast's weight copies
   return r;
 }
 

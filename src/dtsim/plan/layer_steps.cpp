@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "dtsim/plan/memory.hpp"
+
 namespace dtsim::plan {
 
 using core::Bytes;
@@ -231,9 +233,22 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
       (grid ? r_.s.tp : 1);
   const Bytes gathered = routed * static_cast<double>(r_.s.etp);
   auto dense_tp = [&](const model::Op& op) { return tp && !(grid && op.expert); };
+  // Autocast's weight copies: a linear layer's fp32 weight read and its
+  // 16-bit copy written before the forward GEMM (6 bytes a parameter, again
+  // in a recomputed forward), the 16-bit weight gradient read and its fp32
+  // copy written after the backward ones (6).
+  auto cast_weights = [&](const model::Op& op) {
+    if (!r_.s.autocast_weights() || op.kind != model::OpKind::kGemm || op.params <= 0) return;
+    hw::OpWork cast;
+    cast.kind = model::OpKind::kElementwise;
+    cast.bytes_moved = Bytes(6.0 * params_on_rank(op, r_.s));
+    current.ops.push_back(cast);
+  };
   auto add = [&](const model::Op& op, bool op_backward) {
     hw::OpWork w = work(op, op_backward);
+    if (!op_backward) cast_weights(op);
     current.ops.push_back(w);
+    if (op_backward) cast_weights(op);
     current.hardware_flops += w.flops;
     // Model FLOPs count the algorithm's work once: never a recomputed forward,
     // nor the scores FlashAttention's backward recomputes.

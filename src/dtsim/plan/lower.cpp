@@ -27,7 +27,9 @@ Lowering::Lowering(const model::Graph& graph, const ResolvedStrategy& r, const L
     std::array<double, 2> params{};  // dense, experts
     for (const model::Op& op : l.ops) params[op.expert ? 1 : 0] += params_on_rank(op, r.s);
     grad_bytes_.push_back({Bytes(params[0] * bytes_per_param(r.s).reduce), Bytes(params[1] * bytes_per_param(r.s).reduce)});
+    layer_params_.push_back(params[0] + params[1]);
   }
+  accumulate_kernel_.assign(graph.layers.size(), -1);
   tg_.dtype = r.s.dtype;
   tg_.tp_comm_overlap = r.s.tp_overlap;
   if (r.s.placement == "spread") {
@@ -297,8 +299,14 @@ void Lowering::lower_rank(const Coord& x) {
   const int m = r_.micro_batches;
   std::vector<int> backwards_left(static_cast<std::size_t>(r_.s.vpp), m);
   auto pass = [&](const PassStep& step) {
-    const bool last = step.backward && --backwards_left[static_cast<std::size_t>(step.chunk)] == 0;
-    return PassCursor{.backward = step.backward, .mb = step.micro_batch, .chunk = step.chunk, .last_of_chunk = last};
+    int& left = backwards_left[static_cast<std::size_t>(step.chunk)];
+    const bool first = step.backward && left == m;
+    const bool last = step.backward && --left == 0;
+    return PassCursor{.backward = step.backward,
+                      .mb = step.micro_batch,
+                      .chunk = step.chunk,
+                      .last_of_chunk = last,
+                      .accumulates = step.backward && !first};
   };
   const std::vector<PassStep> order = stage_order(r_.s.schedule, p, r_.s.pp, m, r_.s.vpp, r_.s.ep_overlap ? 1 : 0);
   for (std::size_t i = 0; i < order.size(); ++i) {

@@ -199,6 +199,7 @@ void Lowering::finish_layer(RankState& s, PassCursor& p, int layer, bool last_la
   if (sharded_params() && s.last_compute) s.layers_done.push_back(*s.last_compute);
   p.recv.reset();
   if (!p.backward) return;
+  if (p.accumulates && r_.s.autocast_weights()) accumulate_gradients(s, layer, p.mb);
   if (sharded_params()) {
     // Sharded gradients cannot wait for the last micro-batch: reduce-scatter each one.
     if (grad_bytes(layer).value() > 0) {
@@ -239,6 +240,32 @@ void Lowering::run_merged(RankState& s, PassCursor forward_pass, PassCursor back
   // The later of the two in program order is the rank's last compute.
   const TaskRef a = forward_pass.last_compute, b = backward_pass.last_compute;
   s.last_compute = !a ? b : !b ? a : std::max(*a, *b);
+}
+
+// Autocast: after a chunk's first micro-batch, autograd sums each new fp32
+// weight gradient into .grad in place (AccumulateGrad: read both, write
+// one, 12 bytes a parameter), after the layer's backward.
+void Lowering::accumulate_gradients(RankState& s, int layer, int mb) {
+  const double params = layer_params_[static_cast<std::size_t>(layer)];
+  if (params <= 0) return;
+  int& kernel = accumulate_kernel_[static_cast<std::size_t>(layer)];
+  if (kernel < 0) {
+    Kernel k{graph_.layers[static_cast<std::size_t>(layer)].name + ".grad_accumulate", {}, Flops(0), Flops(0)};
+    hw::OpWork sum;
+    sum.kind = model::OpKind::kElementwise;
+    sum.bytes_moved = Bytes(12.0 * params);
+    k.ops.push_back(sum);
+    tg_.kernels.push_back(k);
+    kernel = static_cast<int>(tg_.kernels.size() - 1);
+  }
+  Task task;
+  task.kind = TaskKind::kCompute;
+  task.phase = Phase::kBackward;
+  task.rank = s.rank;
+  task.payload = kernel;
+  task.micro_batch = mb;
+  task.layer = layer;
+  s.last_compute = add_task(task, {s.last_compute});
 }
 
 }  // namespace dtsim::plan::detail

@@ -137,6 +137,7 @@ class Lowering {
     bool backward = false;
     int mb = 0, chunk = 0;
     bool last_of_chunk = false;  ///< backward: the chunk's last micro-batch, whose gradients reduce
+    bool accumulates = false;    ///< backward: not the chunk's first micro-batch, whose gradients start .grad
     const std::vector<int>* layers = nullptr;  ///< the chunk's, first to last; null until the pass starts
     std::size_t next_layer = 0;                ///< of those the pass has run (a backward runs them last to first)
     std::optional<LayerCursor> layer{};  ///< the layer under way
@@ -147,6 +148,7 @@ class Lowering {
 
   bool advance(RankState& s, PassCursor& p, bool pause_after_ep);
   void finish_layer(RankState& s, PassCursor& p, int layer, bool last_layer);
+  void accumulate_gradients(RankState& s, int layer, int mb);
   void run_merged(RankState& s, PassCursor forward_pass, PassCursor backward_pass);
 
   // A rank's step and its optimizer (lower.cpp).
@@ -170,6 +172,8 @@ class Lowering {
   std::vector<Coord> ranks_;
   std::vector<Bytes> saved_bytes_;                ///< per layer (a strategy search asked 2% of its time)
   std::vector<std::array<Bytes, 2>> grad_bytes_;  ///< per layer: dense weights, experts
+  std::vector<double> layer_params_;              ///< per layer: the parameters this rank holds
+  std::vector<int> accumulate_kernel_;            ///< per layer: its gradient accumulation's kernel, once made
   std::map<std::pair<GroupKind, std::vector<int>>, int> group_ids_;
   struct CallKeyHash {
     std::size_t operator()(const std::tuple<CommOp, int, double>& k) const {

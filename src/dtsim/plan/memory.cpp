@@ -65,9 +65,11 @@ core::Bytes saved_activation_bytes(const model::Layer& layer, const ResolvedStra
   const double replicated_split = r.s.sp ? tp : 1.0;  // sequence parallelism shards norms and dropout
   const double element_bytes = hw::activation_bytes(r.s.dtype);
   double elements = 0;
-  core::Bytes masks;
+  core::Bytes masks, weight_copies;
   for (const model::Op& op : layer.ops) {
     const model::SavedActivations& s = op.saved;
+    // Autocast's 16-bit copy of a linear weight, kept for the backward.
+    if (r.s.autocast_weights() && op.kind == model::OpKind::kGemm) weight_copies += core::Bytes(params_on_rank(op, r.s) * element_bytes);
     // On an expert grid an expert's input is the tokens its etp ranks
     // gathered: etp times this rank's share.
     const double input_split = op.expert && r.expert_grid() ? replicated_split / r.s.etp : replicated_split;
@@ -82,7 +84,7 @@ core::Bytes saved_activation_bytes(const model::Layer& layer, const ResolvedStra
     }
   }
   // Each context-parallel rank keeps the activations of its seq_len/cp tokens.
-  return (core::Bytes(elements * element_bytes) + masks) * (static_cast<double>(r.s.mbs) / r.s.cp);
+  return (core::Bytes(elements * element_bytes) + masks) * (static_cast<double>(r.s.mbs) / r.s.cp) + weight_copies;
 }
 
 core::Bytes layer_input_bytes(std::int64_t tokens, std::int64_t hidden, const ResolvedStrategy& r) {

@@ -116,6 +116,19 @@ struct Strategy {
   /// and scaled there in the backward. Off: the fp32 cross entropy of
   /// Megatron's vocab_parallel_cross_entropy(logits.float()) and Hugging Face.
   bool fused_loss = false;
+  /// PyTorch autocast over fp32 weights (DDP, and ZeRO 1-2 as the pytorch
+  /// framework keeps them): each micro-batch casts every linear layer's
+  /// weight to the 16-bit dtype and keeps that copy for its backward, whose
+  /// 16-bit weight gradient is cast back to fp32 (ToCopyBackward) and summed
+  /// into .grad after the first micro-batch (AccumulateGrad). FSDP gathers
+  /// 16-bit weights (MixedPrecision); DeepSpeed and Megatron keep 16-bit
+  /// models and accumulate in their own buffers. FP8 is not modelled here.
+  /// `autocast=off` leaves these costs out of a pytorch plan.
+  bool autocast = true;
+  [[nodiscard]] bool autocast_weights() const {
+    return autocast && framework == Framework::kPytorch && zero < 3 &&
+           (dtype == hw::Dtype::kBf16 || dtype == hw::Dtype::kFp16);
+  }
   [[nodiscard]] bool fused_optimizer() const {
     return optimizer == Optimizer::kAuto ? framework != Framework::kPytorch : optimizer == Optimizer::kFused;
   }
