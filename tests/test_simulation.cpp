@@ -199,6 +199,26 @@ TEST(Simulation, AutocastCastsWeightsEveryMicroBatchAndSumsFp32Gradients) {
   }
 }
 
+// DeepSpeed's ZeRO-2 reduces each backward's gradients to the ranks that
+// own them, every micro-batch; its ZeRO-1, like DDP, reduces once a step.
+TEST(Simulation, DeepSpeedZeroTwoReducesEveryMicroBatch) {
+  auto reduced = [](const std::string& strategy) {
+    const driver::Simulation s = run(strategy, 1);
+    double bytes = 0;
+    for (const plan::Task& t : s.tasks.tasks) {
+      if (t.kind == plan::TaskKind::kComm && t.stream == plan::Stream::kDpComm && t.phase == plan::Phase::kBackward) {
+        bytes += s.tasks.calls[static_cast<std::size_t>(t.payload)].bytes.value();
+      }
+    }
+    return bytes;
+  };
+  const double once = reduced("framework=deepspeed,zero=2,mbs=1,gbs=8");
+  EXPECT_GT(once, 0);
+  EXPECT_NEAR(reduced("framework=deepspeed,zero=2,mbs=1,gbs=32"), 4 * once, 1e-6 * once);
+  EXPECT_NEAR(reduced("framework=deepspeed,zero=1,mbs=1,gbs=32"), once, 1e-6 * once);
+  EXPECT_NEAR(reduced("framework=pytorch,zero=2,grad_reduce=bf16,mbs=1,gbs=32"), once, 1e-6 * once);
+}
+
 TEST(Simulation, ContextParallelismSplitsActivationsAndOverlapsTheKvRing) {
   auto llama = [](const std::string& s) {
     return driver::simulate({"llama3-8b", "dgx-h100", s, std::nullopt, std::nullopt, std::nullopt, false, {}, {}});

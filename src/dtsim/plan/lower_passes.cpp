@@ -213,7 +213,11 @@ void Lowering::finish_layer(RankState& s, PassCursor& p, int layer, bool last_la
     return;
   }
   const bool replicated = s.dp_group >= 0 || s.expert_dp_group >= 0;
-  if (!p.last_of_chunk || !replicated) return;
+  // DeepSpeed's ZeRO-2 reduces every backward's gradients to their owners
+  // (stage_1_and_2.py: partition_gradients) so as to keep only its
+  // partition; ZeRO-1 and DDP accumulate until the step's last micro-batch.
+  const bool every_backward = r_.s.framework == Framework::kDeepspeed && r_.s.zero == 2;
+  if (!(p.last_of_chunk || every_backward) || !replicated) return;
   for (Bucket& b : p.buckets) {
     if ((b.experts ? s.expert_dp_group : s.dp_group) >= 0) fill(s, b, layer, p.mb, last_layer);
   }
