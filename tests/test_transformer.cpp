@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dtsim/hw/kernel_calls.hpp"
 #include "dtsim/model/transformer.hpp"
 #include "dtsim/model/workload_loader.hpp"
 #include "dtsim/plan/layer_steps.hpp"
@@ -222,3 +223,32 @@ TEST(Transformer, FusedCrossEntropyMovesAndKeepsLessThanTheFp32One) {
 }
 
 }  // namespace
+
+// A context-parallel rank runs seq_len/cp tokens through every GEMM: the
+// shape's rows divide by cp as its FLOPs do, so that a forward is one GEMM
+// and a backward the data and weight gradients' two (with the full sequence
+// as rows, a cp = 2 forward was costed as one GEMM twice its size and the
+// backward as a single forward-shaped one).
+TEST(Transformer, ContextParallelGemmsRunTheRanksShareOfTheTokens) {
+  const model::Graph g = model::build_transformer(gpt(4096, 32, 8192));
+  for (int cp : {1, 2, 4}) {
+    plan::ResolvedStrategy r = strategy(2, true);
+    r.s.cp = cp;
+    r.s.sp = true;
+    r.s.mbs = 2;
+    std::vector<plan::Kernel> kernels;
+    plan::LayerSteps steps(g, r, kernels);
+    for (const model::Op& op : first_block(g).ops) {
+      if (op.kind != model::OpKind::kGemm) continue;
+      const hw::OpWork forward = steps.work(op, false), backward = steps.work(op, true);
+      EXPECT_EQ(forward.gemm.m, 2 * 8192 / cp) << op.name << " cp=" << cp;
+      auto gemms = [](const hw::OpWork& w) {
+        int n = 0;
+        for (const hw::KernelCall& c : hw::kernel_calls(w)) n += c.family == hw::KernelFamily::kGemm ? 1 : 0;
+        return n;
+      };
+      EXPECT_EQ(gemms(forward), 1) << op.name << " cp=" << cp;
+      EXPECT_EQ(gemms(backward), 2) << op.name << " cp=" << cp;
+    }
+  }
+}

@@ -43,11 +43,13 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
     w.gemm.batch = std::max<std::int64_t>(1, w.gemm.batch * r_.s.mbs / tp);
   } else if (op.expert && r_.expert_grid() && sharded) {
     // An expert split over etp ranks computes etp/tp of the tokens of a tp
-    // split (the routed tokens gathered over etp), on 1/etp of the width.
-    w.gemm.m = std::max<std::int64_t>(1, w.gemm.m * r_.s.mbs * r_.s.etp / r_.s.tp);
+    // split (the routed tokens gathered over etp), on 1/etp of the width,
+    // of its context-parallel rank's seq_len/cp.
+    w.gemm.m = std::max<std::int64_t>(1, w.gemm.m * r_.s.mbs * r_.s.etp / (std::int64_t{r_.s.tp} * r_.s.cp));
     w.gemm.n = std::max<std::int64_t>(1, w.gemm.n / r_.s.etp);
   } else {
-    w.gemm.m *= r_.s.mbs;
+    // A context-parallel rank runs its seq_len/cp tokens through each GEMM.
+    w.gemm.m = std::max<std::int64_t>(1, w.gemm.m * r_.s.mbs / r_.s.cp);
     w.gemm.n = std::max<std::int64_t>(1, w.gemm.n / tp);
   }
   if (const double padding = vocab_padding(op); padding > 1.0) {
