@@ -252,3 +252,32 @@ TEST(Transformer, ContextParallelGemmsRunTheRanksShareOfTheTokens) {
     }
   }
 }
+
+// A rank's experts run one GEMM each over the tokens routed to them (the
+// rank's tokens times top_k over its experts), launched one by one over
+// Transformer Engine's 4 streams: Qwen3-30B-A3B's 128 experts over ep 8
+// leave 16 a rank, 4096 x 8 / 16 = 2048 tokens each, in 4 groups of 4.
+TEST(Transformer, ExpertsRunOneGemmEachOverTheirRoutedTokens) {
+  const model::Graph g = model::load_workload(std::string(DTSIM_SOURCE_DIR) + "/workloads/qwen3-30b-a3b.json");
+  plan::ResolvedStrategy r;
+  r.s.ep = 8;
+  r.s.mbs = 1;
+  std::vector<plan::Kernel> kernels;
+  plan::LayerSteps steps(g, r, kernels);
+  int checked = 0;
+  for (const model::Op& op : g.layers.at(1).ops) {
+    if (!op.expert || op.kind != model::OpKind::kGemm) continue;
+    const hw::OpWork forward = steps.work(op, false), backward = steps.work(op, true);
+    EXPECT_EQ(forward.gemm.batch, 16) << op.name;
+    EXPECT_EQ(forward.gemm.m, g.seq_len * 8 / 16) << op.name;
+    // The same FLOPs as top_k GEMMs over the whole sequence.
+    EXPECT_DOUBLE_EQ(2.0 * static_cast<double>(forward.gemm.m * forward.gemm.n * forward.gemm.k * forward.gemm.batch),
+                     forward.flops.value());
+    EXPECT_EQ(hw::kernel_calls(forward).size(), 4U) << op.name;
+    EXPECT_EQ(hw::kernel_calls(backward).size(), 8U) << op.name;  // data and weight gradients
+    EXPECT_EQ(hw::host_launches(forward), 16) << op.name;
+    EXPECT_EQ(hw::host_launches(backward), 32) << op.name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);  // gate_up and down
+}

@@ -1,6 +1,7 @@
 #include "dtsim/plan/layer_steps.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "dtsim/plan/memory.hpp"
 
@@ -8,6 +9,12 @@ namespace dtsim::plan {
 
 using core::Bytes;
 using core::Flops;
+
+namespace {
+// Transformer Engine's compute streams for grouped GEMMs and casts
+// (transformer_engine/common/util/multi_stream.cpp: num_compute_streams).
+constexpr int kGroupedGemmStreams = 4;
+}  // namespace
 
 LayerSteps::LayerSteps(const model::Graph& graph, const ResolvedStrategy& strategy, std::vector<Kernel>& kernels)
     : graph_(graph), r_(strategy), kernels_(kernels), act_bytes_(hw::activation_bytes(strategy.s.dtype)) {
@@ -51,6 +58,19 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
     // A context-parallel rank runs its seq_len/cp tokens through each GEMM.
     w.gemm.m = std::max<std::int64_t>(1, w.gemm.m * r_.s.mbs / r_.s.cp);
     w.gemm.n = std::max<std::int64_t>(1, w.gemm.n / tp);
+  }
+  if (op.expert && op.kind == model::OpKind::kGemm && graph_.transformer && graph_.transformer->experts > 0) {
+    // The rank's local experts run as Megatron-Core's grouped MLP: one GEMM
+    // per expert over the tokens routed to it (balanced: the rank's tokens
+    // times top_k spread over its experts), which Transformer Engine
+    // launches one cuBLAS call each over its 4 compute streams
+    // (cublaslt_gemm.cu multi_stream_cublas_gemm, multi_stream.cpp).
+    const auto& t = *graph_.transformer;
+    const std::int64_t local = std::max<std::int64_t>(1, t.experts / r_.s.ep);
+    const double routed = static_cast<double>(w.gemm.m) * static_cast<double>(t.top_k) / static_cast<double>(local);
+    w.gemm.m = std::max<std::int64_t>(1, std::llround(routed));
+    w.gemm.batch = local;
+    w.concurrent_kernels = kGroupedGemmStreams;
   }
   if (const double padding = vocab_padding(op); padding > 1.0) {
     w.flops = w.flops * padding;
