@@ -254,12 +254,14 @@ TEST(Transformer, ContextParallelGemmsRunTheRanksShareOfTheTokens) {
 }
 
 // A rank's experts run one GEMM each over the tokens routed to them (the
-// rank's tokens times top_k over its experts), launched one by one over
-// Transformer Engine's 4 streams: Qwen3-30B-A3B's 128 experts over ep 8
-// leave 16 a rank, 4096 x 8 / 16 = 2048 tokens each, in 4 groups of 4.
+// rank's tokens times top_k over its experts), under Megatron launched one
+// by one over Transformer Engine's 4 streams: Qwen3-30B-A3B's 128 experts
+// over ep 8 leave 16 a rank, 4096 x 8 / 16 = 2048 tokens each, in 4 groups
+// of 4. An eager model's loop runs them one after another.
 TEST(Transformer, ExpertsRunOneGemmEachOverTheirRoutedTokens) {
   const model::Graph g = model::load_workload(std::string(DTSIM_SOURCE_DIR) + "/workloads/qwen3-30b-a3b.json");
   plan::ResolvedStrategy r;
+  r.s.framework = plan::Framework::kMegatron;
   r.s.ep = 8;
   r.s.mbs = 1;
   std::vector<plan::Kernel> kernels;
@@ -280,4 +282,13 @@ TEST(Transformer, ExpertsRunOneGemmEachOverTheirRoutedTokens) {
     ++checked;
   }
   EXPECT_EQ(checked, 2);  // gate_up and down
+  plan::ResolvedStrategy eager = r;
+  eager.s.framework = plan::Framework::kPytorch;
+  std::vector<plan::Kernel> eager_kernels;
+  plan::LayerSteps eager_steps(g, eager, eager_kernels);
+  for (const model::Op& op : g.layers.at(1).ops) {
+    if (op.expert && op.kind == model::OpKind::kGemm) {
+      EXPECT_EQ(hw::kernel_calls(eager_steps.work(op, false)).size(), 16U);
+    }
+  }
 }

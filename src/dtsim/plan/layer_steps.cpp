@@ -60,17 +60,18 @@ hw::OpWork LayerSteps::work(const model::Op& op, bool backward) const {
     w.gemm.n = std::max<std::int64_t>(1, w.gemm.n / tp);
   }
   if (op.expert && op.kind == model::OpKind::kGemm && graph_.transformer && graph_.transformer->experts > 0) {
-    // The rank's local experts run as Megatron-Core's grouped MLP: one GEMM
-    // per expert over the tokens routed to it (balanced: the rank's tokens
-    // times top_k spread over its experts), which Transformer Engine
-    // launches one cuBLAS call each over its 4 compute streams
-    // (cublaslt_gemm.cu multi_stream_cublas_gemm, multi_stream.cpp).
+    // The rank's local experts run one GEMM each over the tokens routed to
+    // it (balanced: the rank's tokens times top_k spread over its experts):
+    // Megatron-Core's grouped MLP, which Transformer Engine launches one
+    // cuBLAS call each over its 4 compute streams (cublaslt_gemm.cu
+    // multi_stream_cublas_gemm, multi_stream.cpp); an eager model's loop
+    // over its experts (Hugging Face's MoE blocks), one after another.
     const auto& t = *graph_.transformer;
     const std::int64_t local = std::max<std::int64_t>(1, t.experts / r_.s.ep);
     const double routed = static_cast<double>(w.gemm.m) * static_cast<double>(t.top_k) / static_cast<double>(local);
     w.gemm.m = std::max<std::int64_t>(1, std::llround(routed));
     w.gemm.batch = local;
-    w.concurrent_kernels = kGroupedGemmStreams;
+    w.concurrent_kernels = r_.s.framework == Framework::kMegatron ? kGroupedGemmStreams : 1;
   }
   if (const double padding = vocab_padding(op); padding > 1.0) {
     w.flops = w.flops * padding;
