@@ -36,7 +36,8 @@ void add_gemm_passes(std::vector<KernelCall>& calls, const OpWork& work) {
   const auto passes = std::max<long long>(1, std::llround(work.flops.value() / per_pass));
   // Separate kernels on a few streams run in groups of that many, each
   // group as one batch.
-  const std::int64_t group = work.concurrent_kernels > 0 ? std::min<std::int64_t>(work.concurrent_kernels, s.batch) : s.batch;
+  const std::int64_t group =
+      work.concurrent_kernels > 0 ? std::min<std::int64_t>(work.concurrent_kernels, s.batch) : s.batch;
   for (long long p = 0; p < passes; ++p) {
     // One pass is a forward; several start at the gradients (a backward, or a recomputed forward plus backward).
     const int pass = passes == 1 ? 0 : static_cast<int>(p + 1);
@@ -74,7 +75,9 @@ int host_launches(const OpWork& work) {
   if (work.concurrent_kernels > 0 && work.kind == model::OpKind::kGemm) {
     // One launch per GEMM of the batch, whatever runs beside it.
     int launches = 0;
-    for (const KernelCall& call : kernel_calls(work)) launches += static_cast<int>(call.family == KernelFamily::kGemm ? call.count : 1);
+    for (const KernelCall& call : kernel_calls(work)) {
+      launches += static_cast<int>(call.family == KernelFamily::kGemm ? call.count : 1);
+    }
     return std::max(1, launches);
   }
   return std::max(1, static_cast<int>(kernel_calls(work).size()));

@@ -69,7 +69,9 @@ core::Bytes saved_activation_bytes(const model::Layer& layer, const ResolvedStra
   for (const model::Op& op : layer.ops) {
     const model::SavedActivations& s = op.saved;
     // Autocast's 16-bit copy of a linear weight, kept for the backward.
-    if (r.s.autocast_weights() && op.kind == model::OpKind::kGemm) weight_copies += core::Bytes(params_on_rank(op, r.s) * element_bytes);
+    if (r.s.autocast_weights() && op.kind == model::OpKind::kGemm) {
+      weight_copies += core::Bytes(params_on_rank(op, r.s) * element_bytes);
+    }
     // On an expert grid an expert's input is the tokens its etp ranks
     // gathered: etp times this rank's share.
     const double input_split = op.expert && r.expert_grid() ? replicated_split / r.s.etp : replicated_split;
