@@ -284,7 +284,8 @@ const std::vector<Source>& sources() {
                           "(the source: 1600 Gb/s RoCE per node); gradients reduced in bf16 (Composer's PURE, and its DEFAULT "
                           "before composer#2628)"},
       {"flashattention-2", "data parallel over 8 GPUs; 16k tokens per micro-batch; 4 micro-batches per step; "
-                           "GPT-3 vocabulary 50257; learned positions; apex's fused AdamW (the repository's training configs)"},
+                           "GPT-3 vocabulary 50257; learned positions; apex's fused AdamW and bf16 autocast over fp32 weights (the "
+                           "repository's training configs)"},
       {"megatron-sc21", "interleaving 2 where layers/pp is even, else 1 (not stated per row)"},
       {"llm-foundry H100 bf16", "as llm-foundry-mpt; the H100 nodes as dgx-h100 (the source does not state their network)"},
       {"llm-foundry H100 fp8", "as llm-foundry H100 bf16, the GEMMs in FP8 as Transformer Engine runs them (amp_fp8)"},
