@@ -261,10 +261,11 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
   // in a recomputed forward), the 16-bit weight gradient read and its fp32
   // copy written after the backward ones (6).
   auto cast_weights = [&](const model::Op& op) {
-    if (!r_.s.autocast_weights() || op.kind != model::OpKind::kGemm || op.params <= 0) return;
+    const double cast_params = autocast_params(op, r_.s);
+    if (cast_params <= 0) return;
     hw::OpWork cast;
     cast.kind = model::OpKind::kElementwise;
-    cast.bytes_moved = Bytes(6.0 * params_on_rank(op, r_.s));
+    cast.bytes_moved = Bytes(6.0 * cast_params);
     current.ops.push_back(cast);
   };
   auto add = [&](const model::Op& op, bool op_backward) {

@@ -18,16 +18,15 @@ Lowering::Lowering(const model::Graph& graph, const ResolvedStrategy& r, const L
       layout_(r),
       virtual_stages_(r.s.pp * r.s.vpp),
       chunks_(stage_layers(graph, r.s)),
-      steps_(graph, r, tg_.kernels) {
+      steps_(graph, r, tg_.kernels),
+      per_param_(bytes_per_param(r.s)) {
   tg_.world = r.world;
   if (r.expert_grid()) experts_.emplace(r);
   // Per-layer sizes every micro-batch of every rank asks for, worked out once.
   for (const model::Layer& l : graph.layers) {
     saved_bytes_.push_back(saved_activation_bytes(l, r));
-    std::array<double, 2> params{};  // dense, experts
+    std::array<double, 2>& params = layer_params_.emplace_back();  // dense, experts
     for (const model::Op& op : l.ops) params[op.expert ? 1 : 0] += params_on_rank(op, r.s);
-    grad_bytes_.push_back({Bytes(params[0] * bytes_per_param(r.s).reduce), Bytes(params[1] * bytes_per_param(r.s).reduce)});
-    layer_params_.push_back(params[0] + params[1]);
   }
   accumulate_kernel_.assign(graph.layers.size(), -1);
   tg_.dtype = r.s.dtype;
@@ -174,10 +173,6 @@ std::uint32_t Lowering::comm(RankState& s, Stream stream, CommOp op, int group_i
   return add_task(task, deps);
 }
 
-Bytes Lowering::weight_bytes(int layer, bool experts) const {
-  return grad_bytes(layer, experts) * (bytes_per_param(r_.s).gather / bytes_per_param(r_.s).reduce);
-}
-
 Bytes Lowering::boundary_bytes() const {
   const double hidden = graph_.transformer ? static_cast<double>(graph_.transformer->hidden) : 0;
   // Megatron sends 1/tp of the activation and all-gathers it over NVLink (scatter-gather optimisation).
@@ -231,12 +226,12 @@ void Lowering::optimizer(RankState& s, const StageParams& params) {
   if (r_.s.zero >= 1 && r_.s.zero < 3 && s.dp_group >= 0 && !overlapped_param_gather()) {
     // The updated shards come back to every replica: dense weights over
     // the data-parallel group, experts over their expert-dp group.
-    Bytes weights(params.dense * bytes_per_param(r_.s).gather);
+    Bytes weights(params.dense * per_param_.gather);
     comm(s, Stream::kDpComm, CommOp::kAllGather, s.dp_group, s.dp_calls++, weights, Phase::kOptimizer, 0, -1,
          {s.last_compute});
     if (s.expert_dp_group >= 0 && params.experts > 0) {
       comm(s, Stream::kDpComm, CommOp::kAllGather, s.expert_dp_group, s.dp_calls++,
-           Bytes(params.experts * bytes_per_param(r_.s).gather), Phase::kOptimizer, 0, -1, {s.last_compute});
+           Bytes(params.experts * per_param_.gather), Phase::kOptimizer, 0, -1, {s.last_compute});
     }
   }
 }

@@ -250,7 +250,8 @@ void Lowering::run_merged(RankState& s, PassCursor forward_pass, PassCursor back
 // weight gradient into .grad in place (AccumulateGrad: read both, write
 // one, 12 bytes a parameter), after the layer's backward.
 void Lowering::accumulate_gradients(RankState& s, int layer, int mb) {
-  const double params = layer_params_[static_cast<std::size_t>(layer)];
+  const auto [dense, experts] = layer_params_[static_cast<std::size_t>(layer)];
+  const double params = dense + experts;
   if (params <= 0) return;
   int& kernel = accumulate_kernel_[static_cast<std::size_t>(layer)];
   if (kernel < 0) {

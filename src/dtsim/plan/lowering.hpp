@@ -16,6 +16,7 @@
 
 #include "dtsim/plan/layer_steps.hpp"
 #include "dtsim/plan/lower.hpp"
+#include "dtsim/plan/memory.hpp"
 #include "dtsim/plan/rank_layout.hpp"
 
 namespace dtsim::plan::detail {
@@ -83,11 +84,13 @@ class Lowering {
   bool sharded_params() const { return r_.s.zero >= 3 && replicas() > 1; }
   bool overlapped_param_gather() const { return r_.s.param_overlap && r_.s.zero >= 1 && r_.s.zero < 3 && replicas() > 1; }
   int replicas() const { return r_.dense_replicas(); }
-  // Gradient bytes of a layer's dense weights, or of its experts.
+  // Gradient and weight bytes of a layer's dense weights, or of its experts.
   Bytes grad_bytes(int layer, bool experts = false) const {
-    return grad_bytes_[static_cast<std::size_t>(layer)][experts ? 1 : 0];
+    return Bytes(layer_params_[static_cast<std::size_t>(layer)][experts ? 1 : 0] * per_param_.reduce);
   }
-  Bytes weight_bytes(int layer, bool experts = false) const;
+  Bytes weight_bytes(int layer, bool experts = false) const {
+    return Bytes(layer_params_[static_cast<std::size_t>(layer)][experts ? 1 : 0] * per_param_.gather);
+  }
   Bytes boundary_bytes() const;
 
   // One pass of a model chunk, layer by layer (lower_passes.cpp).
@@ -171,9 +174,9 @@ class Lowering {
   LayerSteps steps_;
   std::vector<Coord> ranks_;
   std::vector<Bytes> saved_bytes_;                ///< per layer (a strategy search asked 2% of its time)
-  std::vector<std::array<Bytes, 2>> grad_bytes_;  ///< per layer: dense weights, experts
-  std::vector<double> layer_params_;              ///< per layer: the parameters this rank holds
-  std::vector<int> accumulate_kernel_;            ///< per layer: its gradient accumulation's kernel, once made
+  BytesPerParam per_param_;
+  std::vector<std::array<double, 2>> layer_params_;  ///< per layer: the dense and expert parameters this rank holds
+  std::vector<int> accumulate_kernel_;               ///< per layer: its gradient accumulation's kernel, once made
   std::map<std::pair<GroupKind, std::vector<int>>, int> group_ids_;
   struct CallKeyHash {
     std::size_t operator()(const std::tuple<CommOp, int, double>& k) const {

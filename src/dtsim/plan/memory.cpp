@@ -37,6 +37,10 @@ double params_on_rank(const model::Op& op, const Strategy& s) {
   return op.params / (sharded ? s.tp : 1);
 }
 
+double autocast_params(const model::Op& op, const Strategy& s) {
+  return s.autocast_weights() && op.kind == model::OpKind::kGemm ? params_on_rank(op, s) : 0.0;
+}
+
 StaticMemory static_memory(double dense_params, double expert_params, const ResolvedStrategy& r,
                            core::Bytes runtime_allowance) {
   const BytesPerParam per = bytes_per_param(r.s);
@@ -69,9 +73,7 @@ core::Bytes saved_activation_bytes(const model::Layer& layer, const ResolvedStra
   for (const model::Op& op : layer.ops) {
     const model::SavedActivations& s = op.saved;
     // Autocast's 16-bit copy of a linear weight, kept for the backward.
-    if (r.s.autocast_weights() && op.kind == model::OpKind::kGemm) {
-      weight_copies += core::Bytes(params_on_rank(op, r.s) * element_bytes);
-    }
+    weight_copies += core::Bytes(autocast_params(op, r.s) * element_bytes);
     // On an expert grid an expert's input is the tokens its etp ranks
     // gathered: etp times this rank's share.
     const double input_split = op.expert && r.expert_grid() ? replicated_split / r.s.etp : replicated_split;

@@ -40,6 +40,10 @@ BytesPerParam bytes_per_param(const Strategy& strategy);
 /// etp), experts by ep.
 double params_on_rank(const model::Op& op, const Strategy& s);
 
+/// Parameters of an op that autocast casts to 16 bits every micro-batch on
+/// this rank (a linear layer's weight; Strategy::autocast_weights), else 0.
+double autocast_params(const model::Op& op, const Strategy& s);
+
 /// `runtime_allowance` is the device's (hw::Device::runtime_allowance).
 /// ZeRO shards dense parameters over the dense replicas and experts' over
 /// the expert replicas (ResolvedStrategy).
