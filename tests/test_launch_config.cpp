@@ -38,6 +38,43 @@ TEST(LaunchConfig, MegatronScriptMapsKeyByKey) {
   EXPECT_FALSE(s.overlap);
 }
 
+// Megatron-LM before Core (the SC'21 paper's scripts, examples/sc21/): the
+// virtual stages as layers per virtual stage, checkpointing by method, and
+// PyTorch DDP, which overlaps its bucketed all-reduce with the backward.
+TEST(LaunchConfig, Megatron2021ArgumentsMapAsThatVersionReadThem) {
+  plan::LaunchStrategy interleaved = plan::from_megatron_args(
+      "--activations-checkpoint-method uniform --tensor-model-parallel-size 8 --pipeline-model-parallel-size 4 "
+      "--num-layers 60 --num-layers-per-virtual-pipeline-stage 5 --DDP-impl local --fp16",
+      "run_table_1.sh");
+  EXPECT_EQ(interleaved.strategy, "framework=megatron,recompute=full,tp=8,pp=4,vpp=3,dtype=fp16,overlap=off");
+  EXPECT_TRUE(interleaved.not_modelled.empty());
+  EXPECT_TRUE(contains(interleaved.mapped, "--num-layers-per-virtual-pipeline-stage 5 -> vpp=3"));
+  plan::LaunchStrategy ddp = plan::from_megatron_args("--checkpoint-activations --DDP-impl torch", "args");
+  EXPECT_EQ(ddp.strategy, "framework=megatron,recompute=full,overlap=on");
+  EXPECT_EQ(plan::parse_strategy(ddp.strategy).bucket.value(), 25.0 * 1024 * 1024);
+  // Only some layers recomputed, or checkpoints every n layers: said, not modelled.
+  plan::LaunchStrategy block = plan::from_megatron_args(
+      "--activations-checkpoint-method block --activations-checkpoint-num-layers 2", "args");
+  EXPECT_EQ(block.strategy, "framework=megatron,overlap=off");
+  EXPECT_EQ(block.not_modelled.size(), 2U);
+  auto error = [](const char* args) {
+    try {
+      plan::from_megatron_args(args, "run.sh");
+    } catch (const core::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(error("--pipeline-model-parallel-size 4 --num-layers 60 --num-layers-per-virtual-pipeline-stage 4"),
+            "run.sh: /num-layers-per-virtual-pipeline-stage: expected a divisor of the 15 layers a pipeline stage holds, got 4");
+  EXPECT_EQ(error("--num-layers-per-virtual-pipeline-stage 4"),
+            "run.sh: /num-layers-per-virtual-pipeline-stage: needs --num-layers beside it (its virtual stages are a stage's "
+            "layers over it)");
+  EXPECT_EQ(error("--DDP-impl apex"), "run.sh: /DDP-impl: expected local or torch, got \"apex\"");
+  EXPECT_EQ(error("--activations-checkpoint-method all"),
+            "run.sh: /activations-checkpoint-method: expected uniform or block, got \"all\"");
+}
+
 TEST(LaunchConfig, MegatronFlagsAndTheirInteractions) {
   plan::LaunchStrategy l = plan::from_megatron_args(
       "--tensor-model-parallel-size=2 --context-parallel-size 2 --expert-model-parallel-size 4 --bf16 --fp8-format hybrid "

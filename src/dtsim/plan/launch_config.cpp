@@ -56,8 +56,7 @@ const std::map<std::string, std::string, std::less<>>& megatron_flags() {
 // Arguments that change a step in ways dtsim does not model.
 const std::set<std::string, std::less<>>& megatron_not_modelled() {
   static const std::set<std::string, std::less<>> keys = {
-      "--recompute-method", "--recompute-num-layers", "--num-layers-per-virtual-pipeline-stage",
-      "--cpu-offloading",
+      "--recompute-method", "--recompute-num-layers", "--cpu-offloading",
       "--optimizer-cpu-offload", "--fp8-recipe", "--num-distributed-optimizer-instances", "--delay-wgrad-compute"};
   return keys;
 }
@@ -80,6 +79,27 @@ int positive_int(std::string_view text, const std::string& file, const std::stri
                            fmt::format("expected an integer of at least {}, got \"{}\"", min, std::string(text)));
   }
   return value;
+}
+
+// Megatron-LM's --num-layers-per-virtual-pipeline-stage (before Core's
+// --virtual-pipeline-model-parallel-size): the virtual stages are each
+// stage's layers over it (megatron/arguments.py, 2021).
+int virtual_stages(const std::map<std::string, std::string>& values, const std::string& per_stage,
+                   const std::string& source) {
+  const std::string pointer = "/num-layers-per-virtual-pipeline-stage";
+  const int per_chunk = positive_int(per_stage, source, pointer);
+  const auto layers = values.find("--num-layers");
+  if (layers == values.end()) {
+    throw core::InputError(source, pointer, "needs --num-layers beside it (its virtual stages are a stage's layers over it)");
+  }
+  const auto pp = values.find("--pipeline-model-parallel-size");
+  const int stage_layers = positive_int(layers->second, source, "/num-layers") /
+                           (pp == values.end() ? 1 : positive_int(pp->second, source, "/pipeline-model-parallel-size"));
+  if (stage_layers % per_chunk != 0) {
+    throw core::InputError(source, pointer,
+                           fmt::format("expected a divisor of the {} layers a pipeline stage holds, got {}", stage_layers, per_chunk));
+  }
+  return stage_layers / per_chunk;
 }
 
 std::vector<std::string> split_args(std::string_view args) {
@@ -149,6 +169,40 @@ LaunchStrategy from_megatron_args(std::string_view args, const std::string& sour
       }
       add(out, "recompute=" + value);
       out.mapped.push_back(fmt::format("{} {} -> recompute={}", key, value, value));
+    } else if (key == "--num-layers-per-virtual-pipeline-stage") {
+      const int vpp = virtual_stages(values, value, source);
+      add(out, fmt::format("vpp={}", vpp));
+      out.mapped.push_back(fmt::format("{} {} -> vpp={}", key, value, vpp));
+    } else if (key == "--checkpoint-activations" || key == "--activations-checkpoint-method") {
+      // Megatron-LM before Core (2021): checkpointing is on with either; its
+      // uniform method recomputes every layer, its block method only some.
+      if (key == "--activations-checkpoint-method" && value != "uniform" && value != "block") {
+        throw core::InputError(source, "/activations-checkpoint-method", fmt::format("expected uniform or block, got \"{}\"", value));
+      }
+      if (value == "block") {
+        out.not_modelled.push_back(key + " block (some layers of each stage recomputed: modelled as none)");
+      } else {
+        add(out, "recompute=full");
+        out.mapped.push_back(fmt::format("{}{} -> recompute=full", key, value.empty() ? "" : " " + value));
+      }
+    } else if (key == "--DDP-impl") {
+      // Megatron-LM before Core: torch is PyTorch's DistributedDataParallel,
+      // which all-reduces 25 MiB buckets during the backward; local (the
+      // default) all-reduces every gradient after it.
+      if (value != "torch" && value != "local") {
+        throw core::InputError(source, "/DDP-impl", fmt::format("expected local or torch, got \"{}\"", value));
+      }
+      if (value == "torch") {
+        overlap = true;
+        add(out, "overlap=on");
+        out.mapped.push_back(fmt::format("{} torch -> overlap=on (PyTorch DDP's 25 MiB buckets)", key));
+      } else {
+        out.mapped.push_back(fmt::format("{} local -> overlap=off", key));
+      }
+    } else if (key == "--activations-checkpoint-num-layers") {
+      // Checkpointing every n layers recomputes the same layers; only what is kept differs.
+      if (value == "1") out.ignored.push_back(key + " 1 (the default)");
+      else out.not_modelled.push_back(key + " (activation memory of checkpoints every " + value + " layers)");
     } else if (key == "--fp8-format") {
       fp8 = true;  // added last, so that it wins over --bf16 / --fp16 (the model's dtype under FP8 GEMMs)
       out.mapped.push_back(fmt::format("{} {} -> dtype=fp8", key, value));
