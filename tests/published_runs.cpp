@@ -66,6 +66,11 @@ void megatron_core(const json& c, std::vector<Case>& out) {
 // Megatron-LM's September 2020 README: GPT-2 style models, fp16, activation
 // checkpointing and unfused attention as its scripts ran them, the batch per
 // GPU equal to the global batch over data-parallel ranks (no accumulation).
+// That code (commit 5281919420) has none of the fused kernels of 2021
+// (fusions=off). Its README says which data-parallel implementation:
+// PyTorch's DDP, which overlaps the all-reduce with the backward, "is more
+// efficient at larger model parallel sizes", and slower for 1.2B with no
+// model parallelism and 2.5B with 2-way: overlapped from 4-way on.
 void megatron_2020(const json& c, std::vector<Case>& out) {
   const json& m = c["model"];
   const json& p = c["parallel"];
@@ -77,12 +82,13 @@ void megatron_2020(const json& c, std::vector<Case>& out) {
   k.generation = v100 ? "V100" : "A100";
   k.model = transformer(c["id"], m["layers"], m["hidden"], m["heads"], m["ffn_hidden"], m["vocab"], m["seq_len"],
                         "learned");
+  k.model["bias"] = true;  // GPT-2's linear layers
   k.cluster = v100 ? "dgx2-v100" : "dgx-a100-40gb";
   k.gpus = tp * dp;
   k.nodes = std::max(1, k.gpus / (v100 ? 16 : 8));
   k.strategy = fmt::format("framework=megatron,tp={},dp={},gbs={},mbs={},dtype=fp16,recompute=full,"
-                           "attention=standard,overlap=off",
-                           tp, dp, gbs, gbs / dp);
+                           "attention=standard,overlap={},fusions=off",
+                           tp, dp, gbs, gbs / dp, dp > 1 && tp >= 4 ? "on" : "off");
   k.metric = Metric::kIterationTime;
   k.measured = c["measured"]["iteration_time_s"];
   out.push_back(k);
@@ -187,6 +193,7 @@ void megatron_sc21(const json& table, std::vector<Case>& out) {
     k.source = "megatron-sc21";
     k.generation = "A100";
     k.model = transformer(k.id, layers, hidden, row["heads"], 4 * hidden, vocab, seq, "learned");
+    k.model["bias"] = true;  // Megatron-LM's GPT of 2021: biases on its linear layers
     k.cluster = "superpod-a100";
     k.gpus = gpus;
     k.nodes = gpus / 8;
@@ -290,8 +297,7 @@ const std::vector<Source>& sources() {
   static const std::vector<Source> all = {
       {"megatron-core-h100", "bf16; micro-batch 1; sequence parallel with tp; no recomputation; no interleaving; "
                              "distributed optimizer (zero=1); GPT with 4h MLP, GeLU, RoPE"},
-      {"megatron-lm-2020", "batch per GPU = global/dp (no accumulation); full recomputation; unfused attention; "
-                           "all-reduce after the backward; DGX-2 V100 as 16 V100-SXM2 on NVSwitch"},
+      {"megatron-lm-2020", "batch per GPU = global/dp (no accumulation); DGX-2 V100 as 16 V100-SXM2 on NVSwitch"},
       {"llm-foundry-mpt", "attention in Triton (the source: flash/triton); ALiBi inside the attention kernel; A100 80GB nodes as dgx-a100 "
                           "(the source: 1600 Gb/s RoCE per node); gradients reduced in bf16 (Composer's PURE, and its DEFAULT "
                           "before composer#2628)"},

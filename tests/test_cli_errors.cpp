@@ -28,7 +28,7 @@ TEST(CliErrors, MalformedJson) {
 
 TEST(CliErrors, UnknownKey) {
   expect_one_line("simulate --cluster dgx-h100 --strategy fsdp --model " + kInputs + "unknown_key.json",
-                  kInputs + "unknown_key.json: /hidden_size: unknown key; valid keys here: causal, experts, ffn_hidden, heads, "
+                  kInputs + "unknown_key.json: /hidden_size: unknown key; valid keys here: bias, causal, experts, ffn_hidden, heads, "
                             "hidden, kind, kv_heads, layers, mlp, name, norm, positions, seq_len, source, tied_embeddings, "
                             "top_k, vocab");
 }

@@ -57,6 +57,14 @@ TEST(LaunchConfig, Megatron2021ArgumentsMapAsThatVersionReadThem) {
       "--activations-checkpoint-method block --activations-checkpoint-num-layers 2", "args");
   EXPECT_EQ(block.strategy, "framework=megatron,overlap=off");
   EXPECT_EQ(block.not_modelled.size(), 2U);
+  // Megatron-LM's fusions, off together; one alone is said, not modelled.
+  plan::LaunchStrategy unfused = plan::from_megatron_args(
+      "--no-masked-softmax-fusion --no-bias-gelu-fusion --no-bias-dropout-fusion", "args");
+  EXPECT_EQ(unfused.strategy, "framework=megatron,fusions=off,overlap=off");
+  EXPECT_TRUE(unfused.not_modelled.empty());
+  plan::LaunchStrategy one = plan::from_megatron_args("--no-bias-gelu-fusion", "args");
+  EXPECT_EQ(one.strategy, "framework=megatron,overlap=off");
+  EXPECT_EQ(one.not_modelled.size(), 1U);
   auto error = [](const char* args) {
     try {
       plan::from_megatron_args(args, "run.sh");

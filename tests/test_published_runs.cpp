@@ -134,14 +134,16 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
   // 12%; it is not met (README, "Validation"). Until it is, these bounds hold
   // what the model reaches today, so that no change makes it worse unseen.
   const std::map<std::string, double> bound = {{"flashattention-2", 0.08},  {"llm-foundry-mpt", 0.105},
-                                               {"megatron-core-h100", 0.125}, {"megatron-lm-2020", 0.08},
+                                               {"megatron-core-h100", 0.125},
+                                               // without the fused kernels of 2021 (fusions=off): 7.4% to 5.0%
+                                               {"megatron-lm-2020", 0.055},
                                                // with its authors' arguments (examples/sc21/): 7.6% to 10.8%
                                                {"megatron-sc21", 0.11}};
   for (const auto& [name, s] : by_source) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name)) << name << " (issue 12's target: 0.05)";
   }
-  EXPECT_LE(all.mean(), 0.096);
+  EXPECT_LE(all.mean(), 0.091);
   EXPECT_EQ(all.n, 61);  // 50 cases of published-runs.json (one gives two ends) + 10 SC'21 rows
 }
 

@@ -157,6 +157,54 @@ TEST(Transformer, AttentionCarriesTheMaskAndTheFrameworksPasses) {
   const double scores_bytes = 8.0 * 2048 * 2048 * 2;
   EXPECT_DOUBLE_EQ(eager.work(*core, false).bytes_moved.value(), 8 * scores_bytes);
   EXPECT_DOUBLE_EQ(megatron.work(*core, false).bytes_moved.value(), 4 * scores_bytes);
+  // Megatron-LM without its fusions (2020): a masked_fill_ and PyTorch's softmax.
+  plan::ResolvedStrategy unfused_megatron = megatron_core;
+  unfused_megatron.s.fusions = false;
+  plan::LayerSteps megatron_2020(g, unfused_megatron, kernels);
+  EXPECT_DOUBLE_EQ(megatron_2020.work(*core, false).bytes_moved.value(), 6 * scores_bytes);
+  EXPECT_DOUBLE_EQ(megatron_2020.work(*core, true).bytes_moved.value(), 7 * scores_bytes);
+  EXPECT_DOUBLE_EQ(megatron.work(*core, true).bytes_moved.value(), 5 * scores_bytes);
+}
+
+// Megatron-LM's bias+GeLU and bias+dropout+add kernels, and the chains of
+// PyTorch kernels they replace (fusions=off): a bias add before the GeLU;
+// bias, dropout and add as three kernels, or two without a bias.
+TEST(Transformer, MegatronWithoutItsFusionsRunsTheirChains) {
+  auto build = [](bool bias) {
+    nlohmann::json doc = {{"name", "t"},  {"kind", "transformer"}, {"layers", 1},     {"hidden", 1024},
+                          {"heads", 8},   {"vocab", 1000},         {"seq_len", 2048}, {"positions", "learned"}};
+    doc["bias"] = bias;
+    return model::load_workload_json(doc, "t.json", {});
+  };
+  auto find = [](const model::Graph& g, const std::string& name) -> const model::Op& {
+    for (const model::Op& op : g.layers[1].ops) {
+      if (op.name == name) return op;
+    }
+    throw std::runtime_error("no op " + name);
+  };
+  plan::ResolvedStrategy fused, unfused, eager;
+  fused.s.framework = unfused.s.framework = plan::Framework::kMegatron;
+  unfused.s.fusions = false;
+  eager.s.fusions = false;  // PyTorch's own model: the key is Megatron-LM's
+  std::vector<plan::Kernel> kernels;
+  const model::Graph gpt = build(true), no_bias = build(false);
+  for (const model::Graph* g : {&gpt, &no_bias}) {
+    plan::LayerSteps with(*g, fused, kernels), without(*g, unfused, kernels), pytorch(*g, eager, kernels);
+    const bool bias = g == &gpt;
+    const model::Op& gelu = find(*g, "mlp.gelu");
+    const model::Op& residual = find(*g, "mlp.dropout_add");
+    for (bool backward : {false, true}) {
+      const double gelu_fused = with.work(gelu, backward).bytes_moved.value();
+      const double residual_fused = with.work(residual, backward).bytes_moved.value();
+      // Forward only: the backwards move what the fused ones do.
+      const double gelu_factor = backward || !bias ? 1.0 : 2.0;
+      const double residual_factor = backward ? 1.0 : (bias ? 7.0 : 5.0) / 3.0;
+      EXPECT_DOUBLE_EQ(without.work(gelu, backward).bytes_moved.value(), gelu_factor * gelu_fused);
+      EXPECT_DOUBLE_EQ(without.work(residual, backward).bytes_moved.value(), residual_factor * residual_fused);
+      EXPECT_DOUBLE_EQ(pytorch.work(residual, backward).bytes_moved.value(), residual_fused);
+    }
+    EXPECT_EQ(without.work(residual, false).eager_launches, bias ? 3 : 2);
+  }
 }
 
 }  // namespace

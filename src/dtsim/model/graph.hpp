@@ -72,7 +72,18 @@ struct Op {
   /// What a memory-bound op computes, where frameworks run it differently:
   /// one fused kernel (Transformer Engine, PyTorch's native LayerNorm) or
   /// many element-wise kernels (PyTorch eager RMSNorm and rotary embedding).
-  enum class Pattern : std::uint8_t { kPlain, kRmsNorm, kRotary } pattern = Pattern::kPlain;
+  /// Chains a framework may run fused or as separate kernels: RMSNorm and
+  /// rotary (PyTorch eager), and Megatron-LM's fused ones: bias and
+  /// activation, bias, dropout and residual add, or dropout and add where
+  /// the linear layers have no bias.
+  enum class Pattern : std::uint8_t {
+    kPlain,
+    kRmsNorm,
+    kRotary,
+    kBiasActivation,
+    kBiasDropoutAdd,
+    kDropoutAdd
+  } pattern = Pattern::kPlain;
   double params = 0;
   SavedActivations saved;
   GemmShape gemm;

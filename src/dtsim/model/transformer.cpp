@@ -51,6 +51,12 @@ double bias(const TransformerConfig& c, std::int64_t width) {
   return c.linear_bias ? static_cast<double>(width) : 0.0;
 }
 
+// The residual's dropout and add, after the output projection's bias where
+// the linear layers have one: one fused kernel under Megatron-LM.
+Op::Pattern residual_pattern(const TransformerConfig& c) {
+  return c.linear_bias ? Op::Pattern::kBiasDropoutAdd : Op::Pattern::kDropoutAdd;
+}
+
 // Multi-head latent attention (DeepSeek-V2/V3): queries through an optional
 // low-rank bottleneck, keys and values from one compressed latent of
 // kv_lora_rank (plus a shared rotary key of qk_rope_dim), both normalised.
@@ -159,6 +165,7 @@ void add_attention(Layer& layer, const TransformerConfig& c, std::int64_t window
 
   Op residual = memory_op("attn.dropout_add", OpKind::kElementwise, TensorSplit::kReplicated, 3 * sh);
   residual.saved.replicated_mask = Bytes(sh);
+  residual.pattern = residual_pattern(c);
   layer.ops.push_back(residual);
 }
 
@@ -202,6 +209,7 @@ void add_cross_attention(Layer& layer, const TransformerConfig& c, std::int64_t 
   const double sh = static_cast<double>(s * h);
   Op residual = memory_op("xattn.dropout_add", OpKind::kElementwise, TensorSplit::kReplicated, 3 * sh);
   residual.saved.replicated_mask = Bytes(sh);
+  residual.pattern = residual_pattern(c);
   layer.ops.push_back(residual);
 }
 
@@ -246,6 +254,7 @@ void add_mlp(Layer& layer, const TransformerConfig& c, std::int64_t f, bool expe
                      swiglu ? 3 * sf : 2 * sf);
   act.saved.sharded_elements = swiglu ? 2 * sf : sf;
   act.expert = expert;
+  if (c.linear_bias) act.pattern = Op::Pattern::kBiasActivation;
   layer.ops.push_back(scaled(act));
 
   Op down = gemm_op(prefix + (swiglu ? ".down" : ".fc2"), TensorSplit::kSharded, {s, h, f, 1});
@@ -282,6 +291,7 @@ Layer block(const TransformerConfig& c, std::int64_t index, std::int64_t encoder
   Op residual = memory_op("mlp.dropout_add", OpKind::kElementwise, TensorSplit::kReplicated,
                           3.0 * static_cast<double>(c.seq_len * c.hidden));
   residual.saved.replicated_mask = Bytes(static_cast<double>(c.seq_len * c.hidden));
+  residual.pattern = residual_pattern(c);
   layer.ops.push_back(residual);
   return layer;
 }

@@ -25,6 +25,7 @@ Graph load_transformer(core::JsonReader& r, const LoadOptions& options) {
   c.norm = r.choice_or("norm", {"layernorm", "rmsnorm"}, "layernorm") == "rmsnorm" ? NormKind::kRmsNorm
                                                                                      : NormKind::kLayerNorm;
   c.tied_embeddings = r.boolean_or("tied_embeddings", true);
+  c.linear_bias = r.boolean_or("bias", false);
   // ALiBi (MPT, BLOOM) biases the scores inside the attention kernel: no table, no rotation.
   const std::string positions = r.choice_or("positions", {"learned", "rope", "alibi"}, "learned");
   c.learned_positions = positions == "learned";

@@ -199,6 +199,17 @@ LaunchStrategy from_megatron_args(std::string_view args, const std::string& sour
       } else {
         out.mapped.push_back(fmt::format("{} local -> overlap=off", key));
       }
+    } else if (key == "--no-masked-softmax-fusion" || key == "--no-bias-gelu-fusion" ||
+               key == "--no-bias-dropout-fusion") {
+      // dtsim turns Megatron-LM's three fusions off together (fusions=off).
+      const bool all = values.count("--no-masked-softmax-fusion") && values.count("--no-bias-gelu-fusion") &&
+                       values.count("--no-bias-dropout-fusion");
+      if (!all) {
+        out.not_modelled.push_back(key + " (alone: dtsim turns the three fusions off together, fusions=off)");
+      } else if (key == "--no-masked-softmax-fusion") {
+        add(out, "fusions=off");
+        out.mapped.push_back("--no-masked-softmax-fusion --no-bias-gelu-fusion --no-bias-dropout-fusion -> fusions=off");
+      }
     } else if (key == "--activations-checkpoint-num-layers") {
       // Checkpointing every n layers recomputes the same layers; only what is kept differs.
       if (value == "1") out.ignored.push_back(key + " 1 (the default)");

@@ -148,17 +148,21 @@ Bytes LayerSteps::bytes_moved(const model::Op& op, bool backward, double samples
     const double local_experts = static_cast<double>(graph_.transformer->experts) / r_.s.ep;
     weights *= local_experts * (sharded ? static_cast<double>(r_.s.tp) / r_.s.expert_tp() : 1.0);
   }
-  return Bytes((activations * samples + weights) * act_bytes_ * eager_factor(op.pattern));
+  return Bytes((activations * samples + weights) * act_bytes_ * eager_factor(op.pattern, backward));
 }
 
 // Element-wise passes over the s x s scores of unfused attention, besides the
 // two GEMMs that write and read them. Megatron fuses scale, mask and softmax
 // into one kernel (read, write) and runs dropout after it (read, write); its
 // backward runs dropout's (read, write) and the fused softmax's (read the
-// probabilities and the gradient, write). PyTorch eager runs scale, mask,
-// softmax and dropout as four kernels and their backwards as four more.
+// probabilities and the gradient, write). Without its fusions (Megatron-LM
+// of 2020, megatron/model/transformer.py: the queries and keys scaled before
+// their GEMM) the mask is a masked_fill_ of its own (read, write) and
+// softmax a PyTorch kernel, forward and backward. PyTorch eager runs scale,
+// mask, softmax and dropout as four kernels and their backwards as four more.
 double LayerSteps::score_passes(bool backward) const {
-  if (r_.s.framework == Framework::kMegatron) return backward ? 5.0 : 4.0;
+  if (r_.s.framework == Framework::kMegatron && r_.s.fusions) return backward ? 5.0 : 4.0;
+  if (r_.s.framework == Framework::kMegatron) return backward ? 7.0 : 6.0;
   return backward ? 9.0 : 8.0;
 }
 
@@ -172,8 +176,23 @@ double LayerSteps::score_passes(bool backward) const {
 //  - rotary embedding (apply_rotary_pos_emb): rotate_half's negation and cat,
 //    x * cos, rotate_half(x) * sin and their sum: about 10 element passes
 //    where a fused kernel makes 2.
-double LayerSteps::eager_factor(model::Op::Pattern pattern) const {
-  if (r_.s.framework == Framework::kMegatron) return 1.0;
+//  - without Megatron-LM's fusions, bias and GeLU as a bias add (read,
+//    write) before the activation: twice the fused kernel's bytes; bias,
+//    dropout and the residual add as three kernels (bias: read and write;
+//    dropout: read and write; add: two reads and a write): 7/3 of the fused
+//    kernel's three elements, 5/3 without a bias. Their backwards move what
+//    the fused ones do: autograd passes the add's gradient through, and the
+//    bias gradient is a reduction either way.
+double LayerSteps::eager_factor(model::Op::Pattern pattern, bool backward) const {
+  if (r_.s.framework == Framework::kMegatron) {
+    if (r_.s.fusions || backward) return 1.0;
+    switch (pattern) {
+      case model::Op::Pattern::kBiasActivation: return 2.0;
+      case model::Op::Pattern::kBiasDropoutAdd: return 7.0 / 3.0;
+      case model::Op::Pattern::kDropoutAdd: return 5.0 / 3.0;
+      default: return 1.0;
+    }
+  }
   switch (pattern) {
     case model::Op::Pattern::kRmsNorm: return 9.0;
     case model::Op::Pattern::kRotary: return 5.0;
@@ -189,7 +208,16 @@ double LayerSteps::eager_factor(model::Op::Pattern pattern) const {
 //  - rotary, for the queries and the keys: x * cos, the negation and cat of
 //    rotate_half, * sin, the sum: 10, and as many backward.
 int LayerSteps::eager_launches(model::Op::Pattern pattern, bool backward) const {
-  if (r_.s.framework == Framework::kMegatron) return 0;
+  if (r_.s.framework == Framework::kMegatron) {
+    if (r_.s.fusions) return 0;
+    // Backward: the activation's or dropout's gradient and the bias's reduction.
+    switch (pattern) {
+      case model::Op::Pattern::kBiasActivation: return 2;
+      case model::Op::Pattern::kBiasDropoutAdd: return backward ? 2 : 3;
+      case model::Op::Pattern::kDropoutAdd: return backward ? 1 : 2;
+      default: return 0;
+    }
+  }
   switch (pattern) {
     case model::Op::Pattern::kRmsNorm: return backward ? 12 : 8;
     case model::Op::Pattern::kRotary: return 10;

@@ -47,7 +47,7 @@ class LayerSteps {
   core::Bytes tokens_bytes(double width, std::int64_t tokens = 0) const;  ///< tokens 0: the model's seq_len
   core::Bytes bytes_moved(const model::Op& op, bool backward, double samples) const;
   double score_passes(bool backward) const;
-  double eager_factor(model::Op::Pattern pattern) const;
+  double eager_factor(model::Op::Pattern pattern, bool backward) const;
   int eager_launches(model::Op::Pattern pattern, bool backward) const;
   std::int64_t padded_vocab() const;
   double vocab_padding(const model::Op& op) const;

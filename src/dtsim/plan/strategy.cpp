@@ -108,7 +108,7 @@ void check_stage_layers(const Strategy& s, std::int64_t blocks) {
 
 std::string_view strategy_keys() {
   return "dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, grad_reduce, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, "
-         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, ep_overlap, autocast, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor";
+         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, ep_overlap, autocast, fusions, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor";
 }
 
 const std::vector<Preset>& presets() {
@@ -280,6 +280,8 @@ Strategy parse_strategy(std::string_view text) {
       s.ep_overlap = on_off(key, value);
     } else if (key == "autocast") {
       s.autocast = on_off(key, value);
+    } else if (key == "fusions") {
+      s.fusions = on_off(key, value);
     } else if (key == "prefetch") {
       if (value == "unbounded") s.prefetch = -1;
       else s.prefetch = positive(key, value, 0, 64);

@@ -125,6 +125,12 @@ struct Strategy {
   /// models and accumulate in their own buffers. FP8 is not modelled here.
   /// `autocast=off` leaves these costs out of a pytorch plan.
   bool autocast = true;
+  /// Megatron-LM's fused kernels (on since 2021): the scaled masked softmax,
+  /// bias with GeLU, and bias with dropout and the residual add. `false`:
+  /// each a chain of PyTorch kernels, as Megatron-LM ran them in 2020 and as
+  /// --no-masked-softmax-fusion --no-bias-gelu-fusion --no-bias-dropout-fusion
+  /// run them. Other frameworks: no effect.
+  bool fusions = true;
   [[nodiscard]] bool autocast_weights() const {
     return autocast && framework == Framework::kPytorch && zero < 3 &&
            (dtype == hw::Dtype::kBf16 || dtype == hw::Dtype::kFp16);
