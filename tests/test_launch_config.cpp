@@ -20,6 +20,20 @@ std::string read(const std::string& path) {
 bool contains(const std::vector<std::string>& items, const std::string& item) {
   return std::find(items.begin(), items.end(), item) != items.end();
 }
+// The one line `f` fails with, or "(no error)".
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const core::InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+// The one line Megatron-LM arguments from run.sh fail with.
+std::string megatron_error(const char* args) {
+  return error_of([&] { plan::from_megatron_args(args, "run.sh"); });
+}
 }  // namespace
 
 TEST(LaunchConfig, MegatronScriptMapsKeyByKey) {
@@ -65,21 +79,13 @@ TEST(LaunchConfig, Megatron2021ArgumentsMapAsThatVersionReadThem) {
   plan::LaunchStrategy one = plan::from_megatron_args("--no-bias-gelu-fusion", "args");
   EXPECT_EQ(one.strategy, "framework=megatron,overlap=off");
   EXPECT_EQ(one.not_modelled.size(), 1U);
-  auto error = [](const char* args) {
-    try {
-      plan::from_megatron_args(args, "run.sh");
-    } catch (const core::InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
-  };
-  EXPECT_EQ(error("--pipeline-model-parallel-size 4 --num-layers 60 --num-layers-per-virtual-pipeline-stage 4"),
+  EXPECT_EQ(megatron_error("--pipeline-model-parallel-size 4 --num-layers 60 --num-layers-per-virtual-pipeline-stage 4"),
             "run.sh: /num-layers-per-virtual-pipeline-stage: expected a divisor of the 15 layers a pipeline stage holds, got 4");
-  EXPECT_EQ(error("--num-layers-per-virtual-pipeline-stage 4"),
+  EXPECT_EQ(megatron_error("--num-layers-per-virtual-pipeline-stage 4"),
             "run.sh: /num-layers-per-virtual-pipeline-stage: needs --num-layers beside it (its virtual stages are a stage's "
             "layers over it)");
-  EXPECT_EQ(error("--DDP-impl apex"), "run.sh: /DDP-impl: expected local or torch, got \"apex\"");
-  EXPECT_EQ(error("--activations-checkpoint-method all"),
+  EXPECT_EQ(megatron_error("--DDP-impl apex"), "run.sh: /DDP-impl: expected local or torch, got \"apex\"");
+  EXPECT_EQ(megatron_error("--activations-checkpoint-method all"),
             "run.sh: /activations-checkpoint-method: expected uniform or block, got \"all\"");
 }
 
@@ -161,32 +167,24 @@ TEST(LaunchConfig, DeepSpeedConfigMapsKeyByKey) {
 }
 
 TEST(LaunchConfig, BadValuesAreOneLineNamingTheKey) {
-  auto error = [](auto&& f) {
-    try {
-      f();
-    } catch (const core::InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
-  };
-  EXPECT_EQ(error([] { plan::from_megatron_args("--tensor-model-parallel-size $TP", "run.sh"); }),
+  EXPECT_EQ(error_of([] { plan::from_megatron_args("--tensor-model-parallel-size $TP", "run.sh"); }),
             "run.sh: /tensor-model-parallel-size: expected an integer of at least 1, got \"$TP\"");
-  EXPECT_EQ(error([] { plan::from_megatron_args("python train.py", "run.sh"); }),
+  EXPECT_EQ(error_of([] { plan::from_megatron_args("python train.py", "run.sh"); }),
             "run.sh: expected Megatron-LM arguments (--tensor-model-parallel-size ...), found none");
-  EXPECT_EQ(error([] { plan::from_deepspeed_config(nlohmann::json::parse(R"({"train_micro_batch_size_per_gpu": "auto"})"), "ds.json"); }),
+  EXPECT_EQ(error_of([] { plan::from_deepspeed_config(nlohmann::json::parse(R"({"train_micro_batch_size_per_gpu": "auto"})"), "ds.json"); }),
             "ds.json: /train_micro_batch_size_per_gpu: is \"auto\" (set by the HF Trainer at launch): give the number it becomes");
-  EXPECT_EQ(error([] { plan::from_deepspeed_config(nlohmann::json::parse(R"({"zero_optimization": {"stage": 4}})"), "ds.json"); }),
+  EXPECT_EQ(error_of([] { plan::from_deepspeed_config(nlohmann::json::parse(R"({"zero_optimization": {"stage": 4}})"), "ds.json"); }),
             "ds.json: /zero_optimization/stage: expected 0 to 3, got 4");
-  EXPECT_EQ(error([] { plan::from_deepspeed_config(nlohmann::json::parse(R"({"optimizer": {"lr": 1}})"), "ds.json"); }),
+  EXPECT_EQ(error_of([] { plan::from_deepspeed_config(nlohmann::json::parse(R"({"optimizer": {"lr": 1}})"), "ds.json"); }),
             "ds.json: /optimizer/type: expected the optimizer's name, like \"AdamW\"");
-  EXPECT_EQ(error([] {
+  EXPECT_EQ(error_of([] {
               plan::from_deepspeed_config(nlohmann::json::parse(R"({"optimizer": {"type": "Adam", "params": {"torch_adam": "yes"}}})"),
                                           "ds.json");
             }),
             "ds.json: /optimizer/params/torch_adam: expected true or false, got \"yes\"");
-  EXPECT_EQ(error([] { plan::from_deepspeed_config(nlohmann::json::parse(R"({"communication_data_type": "fp8"})"), "ds.json"); }),
+  EXPECT_EQ(error_of([] { plan::from_deepspeed_config(nlohmann::json::parse(R"({"communication_data_type": "fp8"})"), "ds.json"); }),
             "ds.json: /communication_data_type: expected \"fp32\", \"bf16\" or \"fp16\", got \"fp8\"");
-  EXPECT_EQ(error([] { plan::parse_strategy("optimizer=lion"); }), "--strategy: /optimizer: expected fused or unfused, got \"lion\"");
+  EXPECT_EQ(error_of([] { plan::parse_strategy("optimizer=lion"); }), "--strategy: /optimizer: expected fused or unfused, got \"lion\"");
 }
 
 TEST(LaunchConfig, TheUsersKeysOverrideTheLaunchConfigs) {

@@ -166,63 +166,56 @@ double LayerSteps::score_passes(bool backward) const {
   return backward ? 9.0 : 8.0;
 }
 
-// How many times the bytes of one fused kernel PyTorch eager moves for an op
-// it runs as separate element-wise kernels (Megatron-Core runs the fused ones
-// of Transformer Engine: a factor of 1).
-//  - RMSNorm as Hugging Face's LlamaRMSNorm and torchtitan's default write it:
-//    x.float() (read 2, write 4 bytes an element), pow(2) (4, 4), mean (4),
-//    x * rsqrt (4 + 4, 4), .to(bf16) (4, 2), * weight (2, 2): 36 bytes where
-//    a fused kernel moves 4, and its autograd backward the same again;
-//  - rotary embedding (apply_rotary_pos_emb): rotate_half's negation and cat,
-//    x * cos, rotate_half(x) * sin and their sum: about 10 element passes
-//    where a fused kernel makes 2.
-//  - without Megatron-LM's fusions, bias and GeLU as a bias add (read,
-//    write) before the activation: twice the fused kernel's bytes; bias,
+// A chain the framework runs as separate kernels instead of one fused
+// kernel: its bytes as a multiple of the fused kernel's and the kernels the
+// host launches, forward and backward; none where it runs the fused one.
+//  - PyTorch eager's RMSNorm, as Hugging Face's LlamaRMSNorm and torchtitan's
+//    default write it: x.float() (read 2, write 4 bytes an element), pow(2)
+//    (4, 4), mean (4), x * rsqrt (4 + 4, 4), .to(bf16) (4, 2), * weight
+//    (2, 2): 36 bytes where a fused kernel moves 4, and its autograd
+//    backward the same again; 8 launches forward (float(), pow, mean, + eps,
+//    rsqrt, *, .to(bf16), * weight), about 12 backward (two per product, the
+//    weight's gradient summed over tokens, one per cast, rsqrt, mean, pow);
+//  - PyTorch eager's rotary embedding (apply_rotary_pos_emb) for the queries
+//    and the keys: rotate_half's negation and cat, x * cos, rotate_half(x) *
+//    sin and their sum, about 10 element passes where a fused kernel makes
+//    2, and 10 launches each way;
+//  - Megatron-LM without its fusions: bias and GeLU as a bias add (read,
+//    write) before the activation, twice the fused kernel's bytes; bias,
 //    dropout and the residual add as three kernels (bias: read and write;
-//    dropout: read and write; add: two reads and a write): 7/3 of the fused
+//    dropout: read and write; add: two reads and a write), 7/3 of the fused
 //    kernel's three elements, 5/3 without a bias. Their backwards move what
-//    the fused ones do: autograd passes the add's gradient through, and the
-//    bias gradient is a reduction either way.
-double LayerSteps::eager_factor(model::Op::Pattern pattern, bool backward) const {
+//    the fused ones do (autograd passes the add's gradient through, and the
+//    bias gradient is a reduction either way) in two kernels, the
+//    activation's or dropout's gradient and the bias's reduction.
+// Megatron-Core runs Transformer Engine's fused RMSNorm and rotary kernels.
+std::optional<LayerSteps::EagerChain> LayerSteps::eager_chain(model::Op::Pattern pattern) const {
+  using P = model::Op::Pattern;
   if (r_.s.framework == Framework::kMegatron) {
-    if (r_.s.fusions || backward) return 1.0;
+    if (r_.s.fusions) return std::nullopt;
     switch (pattern) {
-      case model::Op::Pattern::kBiasActivation: return 2.0;
-      case model::Op::Pattern::kBiasDropoutAdd: return 7.0 / 3.0;
-      case model::Op::Pattern::kDropoutAdd: return 5.0 / 3.0;
-      default: return 1.0;
+      case P::kBiasActivation: return EagerChain{2.0, 1.0, 2, 2};
+      case P::kBiasDropoutAdd: return EagerChain{7.0 / 3.0, 1.0, 3, 2};
+      case P::kDropoutAdd: return EagerChain{5.0 / 3.0, 1.0, 2, 1};
+      default: return std::nullopt;
     }
   }
   switch (pattern) {
-    case model::Op::Pattern::kRmsNorm: return 9.0;
-    case model::Op::Pattern::kRotary: return 5.0;
-    default: return 1.0;
+    case P::kRmsNorm: return EagerChain{9.0, 9.0, 8, 12};
+    case P::kRotary: return EagerChain{5.0, 5.0, 10, 10};
+    default: return std::nullopt;
   }
 }
 
-// The kernels PyTorch eager launches for the same chains, as the host
-// issues them (0: the op's own kernel calls, as a fused kernel runs):
-//  - RMSNorm forward: float(), pow, mean, + eps, rsqrt, *, .to(bf16),
-//    * weight: 8; its autograd backward about 12 (two per product, the
-//    weight's gradient summed over tokens, one per cast, rsqrt, mean, pow);
-//  - rotary, for the queries and the keys: x * cos, the negation and cat of
-//    rotate_half, * sin, the sum: 10, and as many backward.
+double LayerSteps::eager_factor(model::Op::Pattern pattern, bool backward) const {
+  const auto chain = eager_chain(pattern);
+  return !chain ? 1.0 : backward ? chain->backward_bytes : chain->forward_bytes;
+}
+
+// 0: the op's own kernel calls, as a fused kernel runs.
 int LayerSteps::eager_launches(model::Op::Pattern pattern, bool backward) const {
-  if (r_.s.framework == Framework::kMegatron) {
-    if (r_.s.fusions) return 0;
-    // Backward: the activation's or dropout's gradient and the bias's reduction.
-    switch (pattern) {
-      case model::Op::Pattern::kBiasActivation: return 2;
-      case model::Op::Pattern::kBiasDropoutAdd: return backward ? 2 : 3;
-      case model::Op::Pattern::kDropoutAdd: return backward ? 1 : 2;
-      default: return 0;
-    }
-  }
-  switch (pattern) {
-    case model::Op::Pattern::kRmsNorm: return backward ? 12 : 8;
-    case model::Op::Pattern::kRotary: return 10;
-    default: return 0;
-  }
+  const auto chain = eager_chain(pattern);
+  return !chain ? 0 : backward ? chain->backward_launches : chain->forward_launches;
 }
 
 // Activation bytes of this rank's tokens at the given width per token.

@@ -8,6 +8,7 @@
 /// ring exchange of K and V overlapped with each block; expert parallelism
 /// wraps the experts in an all-to-all dispatch and combine. Built once per
 /// layer and pass, shared by every micro-batch.
+#include <optional>
 #include <vector>
 
 #include "dtsim/model/graph.hpp"
@@ -47,6 +48,11 @@ class LayerSteps {
   core::Bytes tokens_bytes(double width, std::int64_t tokens = 0) const;  ///< tokens 0: the model's seq_len
   core::Bytes bytes_moved(const model::Op& op, bool backward, double samples) const;
   double score_passes(bool backward) const;
+  struct EagerChain {
+    double forward_bytes, backward_bytes;  ///< of the fused kernel's
+    int forward_launches, backward_launches;
+  };
+  std::optional<EagerChain> eager_chain(model::Op::Pattern pattern) const;
   double eager_factor(model::Op::Pattern pattern, bool backward) const;
   int eager_launches(model::Op::Pattern pattern, bool backward) const;
   std::int64_t padded_vocab() const;
