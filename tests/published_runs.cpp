@@ -67,7 +67,8 @@ void megatron_core(const json& c, std::vector<Case>& out) {
 // checkpointing and unfused attention as its scripts ran them, the batch per
 // GPU equal to the global batch over data-parallel ranks (no accumulation).
 // That code (commit 5281919420) has none of the fused kernels of 2021
-// (fusions=off). Its README says which data-parallel implementation:
+// (fusions=off), nor the tensor-parallel all-reduce beside the weight
+// gradient (tp_overlap=off). Its README says which data-parallel implementation:
 // PyTorch's DDP, which overlaps the all-reduce with the backward, "is more
 // efficient at larger model parallel sizes", and slower for 1.2B with no
 // model parallelism and 2.5B with 2-way: overlapped from 4-way on.
@@ -87,7 +88,7 @@ void megatron_2020(const json& c, std::vector<Case>& out) {
   k.gpus = tp * dp;
   k.nodes = std::max(1, k.gpus / (v100 ? 16 : 8));
   k.strategy = fmt::format("framework=megatron,tp={},dp={},gbs={},mbs={},dtype=fp16,recompute=full,"
-                           "attention=standard,overlap={},fusions=off",
+                           "attention=standard,overlap={},fusions=off,tp_overlap=off",
                            tp, dp, gbs, gbs / dp, dp > 1 && tp >= 4 ? "on" : "off");
   k.metric = Metric::kIterationTime;
   k.measured = c["measured"]["iteration_time_s"];
@@ -176,7 +177,9 @@ void flash_attention_2(const json& c, std::vector<Case>& out) {
 // repository's examples/sc21/run_table_1.sh), mapped as --megatron-args
 // maps them. The Megatron-LM of that commit adds what no argument says: its
 // attention unfused, its pipeline sends blocking (p2p_communication.py waits
-// on them and synchronises the device).
+// on them and synchronises the device), and its tensor-parallel all-reduces
+// after their layer's backward (the asynchronous one came in September 2021,
+// 16c90445e7: tp_overlap=off).
 void megatron_sc21(const json& table, std::vector<Case>& out) {
   const auto scripts_path = std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "megatron-sc21-scripts.json";
   const json scripts = load(scripts_path);
@@ -198,7 +201,7 @@ void megatron_sc21(const json& table, std::vector<Case>& out) {
     k.gpus = gpus;
     k.nodes = gpus / 8;
     k.strategy = plan::merge_strategies(plan::from_megatron_args(args, scripts_path.string()).strategy,
-                                        "attention=standard,p2p_overlap=off");
+                                        "attention=standard,p2p_overlap=off,tp_overlap=off");
     k.metric = Metric::kSc21Tflops;
     k.measured = row["tflops_per_gpu"];
     out.push_back(k);
@@ -232,6 +235,34 @@ void ml_engineering(const json& c, std::vector<Case>& out) {
                            k.gpus, c["attention"].get<std::string>());
   k.metric = Metric::kCausalTflops;
   k.measured = c["tflops_per_gpu"];
+  out.push_back(k);
+}
+
+// Korthikanti et al.'s runs (Megatron-LM, May 2022) on Selene's A100s with
+// one data-parallel rank: tp 8 and a stage per node, each model with full
+// recomputation and with sequence parallelism plus selective recomputation.
+// That code fuses softmax, bias-GeLU and bias-dropout-add but not attention,
+// blocks on its pipeline sends, and runs its column-parallel layers'
+// backward collectives asynchronously (tp_overlap's default under Megatron).
+void megatron_2022(const json& c, std::vector<Case>& out) {
+  const json& m = c["model"];
+  const int hidden = m["hidden"], pp = c["pp"];
+  Case k;
+  k.id = c["id"];
+  k.source = "megatron-2022";
+  k.generation = "A100";
+  k.model = transformer(k.id, m["layers"], hidden, m["heads"], 4 * hidden, m["vocab"], m["seq_len"], "learned");
+  k.model["bias"] = true;
+  k.cluster = "superpod-a100";
+  k.gpus = c["gpus"];
+  k.nodes = pp;
+  const bool selective = c["recompute"] == "selective";
+  k.strategy = fmt::format("framework=megatron,tp={},pp={},vpp={},dp=1,mbs={},gbs={},dtype={},recompute={},sp={},"
+                           "attention=standard,p2p_overlap=off",
+                           c["tp"].get<int>(), pp, c["vpp"].get<int>(), c["mbs"].get<int>(), c["gbs"].get<int>(),
+                           c["dtype"].get<std::string>(), selective ? "selective" : "full", selective ? "on" : "off");
+  k.metric = Metric::kIterationTime;
+  k.measured = c["iteration_time_s"];
   out.push_back(k);
 }
 
@@ -315,6 +346,8 @@ const std::vector<Source>& sources() {
                               "the balance); the all-to-all as NCCL's, also for HybridEP; the 235B's moe_a2a_overlap as "
                               "ep_overlap=on (its delay_wgrad_compute not modelled); not modelled: the router's CUDA graphs, the "
                               "dispatcher's host synchronisation"},
+      {"megatron-2022", "micro-batch, interleaving and fp16 as Calculon's validation runs them (the paper states the model, "
+                        "tp and pp); Selene's nodes as superpod-a100"},
       {"ml-engineering", "ZeRO-2 as dtsim's zero=2 (DeepSpeed's bucketing and its blocking parameter "
                                   "all-gather after the step as modelled)"},
   };
@@ -352,7 +385,9 @@ std::vector<Case> outside_shared_cases() {
   std::vector<Case> out;
   const json all = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "outside-shared.json");
   for (const json& c : all["cases"]) {
-    if (c["id"].get<std::string>().rfind("mleng_", 0) == 0) ml_engineering(c, out);
+    const std::string id = c["id"];
+    if (id.rfind("mleng_", 0) == 0) ml_engineering(c, out);
+    if (id.rfind("korthikanti_", 0) == 0) megatron_2022(c, out);
   }
   llm_foundry_table(load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "llm-foundry-mpt.json"), out);
   const json bridge = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "megatron-bridge.json");

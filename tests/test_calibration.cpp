@@ -108,6 +108,23 @@ TEST(KernelCalls, ForwardIsOneGemmBackwardIsDataAndWeightGradients) {
   EXPECT_EQ((std::array{backward[1].gemm.m, backward[1].gemm.n, backward[1].gemm.k}), (std::array<std::int64_t, 3>{512, 1024, 256}));
 }
 
+TEST(KernelCalls, OneGradientPassRunsAsItsOwnGemm) {
+  // Megatron reduces the input gradient between the two passes: each is then
+  // a kernel of its own, oriented as in the whole backward.
+  dtsim::hw::OpWork w;
+  w.kind = dtsim::model::OpKind::kGemm;
+  w.gemm = {256, 1024, 512, 1};
+  w.flops = dtsim::core::Flops(2.0 * 256 * 1024 * 512);
+  w.gradient_pass = dtsim::hw::GradientPass::kData;
+  auto data = dtsim::hw::kernel_calls(w);
+  ASSERT_EQ(data.size(), 1u);
+  EXPECT_EQ((std::array{data[0].gemm.m, data[0].gemm.n, data[0].gemm.k}), (std::array<std::int64_t, 3>{256, 512, 1024}));
+  w.gradient_pass = dtsim::hw::GradientPass::kWeight;
+  auto weight = dtsim::hw::kernel_calls(w);
+  ASSERT_EQ(weight.size(), 1u);
+  EXPECT_EQ((std::array{weight[0].gemm.m, weight[0].gemm.n, weight[0].gemm.k}), (std::array<std::int64_t, 3>{512, 1024, 256}));
+}
+
 TEST(KernelCalls, UnfusedAttentionRunsItsHeadsAndASoftmaxPass) {
   dtsim::hw::OpWork w;
   w.kind = dtsim::model::OpKind::kAttention;

@@ -100,6 +100,9 @@ TEST(LaunchConfig, MegatronFlagsAndTheirInteractions) {
             "framework=megatron,tp=2,cp=2,ep=4,dtype=fp8,zero=1,overlap=on,param_overlap=on,tp_overlap=on,sp=on,"
             "recompute=full,pipeline_split=balanced");
   EXPECT_TRUE(contains(l.not_modelled, "--recompute-method"));
+  // Megatron-LM 2021-2022's switch for the backward all-reduce beside the weight gradient.
+  EXPECT_EQ(plan::from_megatron_args("--tensor-model-parallel-size 8 --no-async-tensor-model-parallel-allreduce", "args").strategy,
+            "framework=megatron,tp=8,tp_overlap=off,overlap=off");
   // MoE layouts: expert tensor parallelism and the capacity factor map too.
   plan::LaunchStrategy moe = plan::from_megatron_args(
       "--tensor-model-parallel-size 4 --expert-model-parallel-size 8 --expert-tensor-parallel-size 1 "

@@ -394,6 +394,42 @@ TEST(Simulation, OverlappedParameterGatherHidesBehindTheForward) {
 
 }  // namespace
 
+TEST(Simulation, MegatronReducesTheInputGradientBesideTheWeightGradient) {
+  // Megatron-LM's column-parallel layers (since September 2021) start the
+  // input gradient's collective and compute the weight gradient beside it;
+  // under sequence parallelism they keep their input sharded and gather it
+  // again in the backward, beside the data gradient.
+  auto tp_calls = [](const driver::Simulation& s, plan::CommOp op) {
+    int n = 0;
+    for (const plan::Task& t : s.tasks.tasks) {
+      if (t.kind != plan::TaskKind::kComm || t.rank != 0) continue;
+      const plan::CommCall& c = s.tasks.calls[static_cast<std::size_t>(t.payload)];
+      n += s.tasks.groups[static_cast<std::size_t>(c.group)].kind == plan::GroupKind::kTp && c.op == op ? 1 : 0;
+    }
+    return n;
+  };
+  const std::string base = "framework=megatron,tp=8,gbs=4,mbs=1,dtype=fp16";
+  const driver::Simulation after = run(base + ",tp_overlap=off", 1);
+  const driver::Simulation beside = run(base, 1);  // tp_overlap=async, Megatron's default
+  EXPECT_EQ(tp_calls(after, plan::CommOp::kAllReduce), tp_calls(beside, plan::CommOp::kAllReduce));
+  EXPECT_LT(beside.report.breakdown.exposed_comm.tp.value(), 0.8 * after.report.breakdown.exposed_comm.tp.value());
+  EXPECT_LT(beside.report.step_time, after.report.step_time);
+  // The same FLOPs either way: the passes are split, not repeated.
+  EXPECT_DOUBLE_EQ(beside.report.hardware_flops_per_step.value(), after.report.hardware_flops_per_step.value());
+  // Under sp: one more gather per column-parallel layer and micro-batch (QKV,
+  // the MLP's first GEMM, the output layer) than without the async path.
+  const driver::Simulation sp_after = run(base + ",sp=on,tp_overlap=off", 1);
+  const driver::Simulation sp_beside = run(base + ",sp=on", 1);
+  const int layers = 24, micro_batches = 4;
+  EXPECT_EQ(tp_calls(sp_beside, plan::CommOp::kAllGather) - tp_calls(sp_after, plan::CommOp::kAllGather),
+            (2 * layers + 1) * micro_batches);
+  EXPECT_EQ(tp_calls(sp_beside, plan::CommOp::kReduceScatter), tp_calls(sp_after, plan::CommOp::kReduceScatter));
+  // PyTorch's tensor parallelism waits for each collective, as before.
+  const driver::Simulation pytorch = run("framework=pytorch,tp=8,gbs=4,mbs=1,dtype=fp16", 1);
+  const driver::Simulation pytorch_off = run("framework=pytorch,tp=8,gbs=4,mbs=1,dtype=fp16,tp_overlap=off", 1);
+  EXPECT_EQ(pytorch.timeline.makespan, pytorch_off.timeline.makespan);
+}
+
 TEST(Simulation, CommunicationBesideKernelsSlowsThemOnlyWhereItOverlaps) {
   // FSDP's gathers and reduce-scatters run beside the layers' kernels: they
   // take SMs and memory bandwidth, so compute grows; without overlap (one

@@ -57,6 +57,7 @@ TEST(Strategy, BadInputIsOneLineNamingTheKey) {
   EXPECT_EQ(error_of("mbs=4294967297"), "--strategy: /mbs: expected an integer from 1 to 1073741824, got \"4294967297\"");
   EXPECT_EQ(error_of("tp=1048576,pp=1048576"), "--strategy: /tp: tp*cp*pp = 1099511627776 needs more GPUs than the cluster's 8");
   EXPECT_EQ(error_of("zero=4"), "--strategy: /zero: expected an integer from 0 to 3, got \"4\"");
+  EXPECT_EQ(error_of("tp_overlap=yes"), "--strategy: /tp_overlap: expected on, async or off, got \"yes\"");
   EXPECT_EQ(error_of("host_launch=8"), "--strategy: /host_launch: expected a duration like \"1.5 us\", got \"8\"");
   EXPECT_EQ(error_of("host_launch=2ms"), "--strategy: /host_launch: expected at most 1 ms per launch, got \"2ms\"");
   EXPECT_DOUBLE_EQ(plan::parse_strategy("host_launch=0").host_launch.value(), 0.0);
@@ -75,6 +76,16 @@ TEST(Strategy, BadInputIsOneLineNamingTheKey) {
   EXPECT_EQ(error_of("oops"), "--strategy: unknown preset \"oops\"; presets: one_device, mirrored, multi_worker_mirrored, "
                               "ddp, horovod, zero1, zero2, zero3, fsdp, parameter_server, megatron, tpu, central_storage");
   EXPECT_EQ(error_of("tp=2", "resnet50"), "--strategy: /tp: tensor parallelism needs a transformer; resnet50 is a layer graph");
+}
+
+TEST(Strategy, TpOverlapDefaultsToWhatTheFrameworkRuns) {
+  // Megatron's column-parallel layers overlap their backward collectives
+  // since September 2021; other frameworks wait for each one.
+  EXPECT_EQ(plan::parse_strategy("framework=megatron").tp_overlap_mode(), plan::TpOverlap::kAsync);
+  EXPECT_EQ(plan::parse_strategy("framework=pytorch").tp_overlap_mode(), plan::TpOverlap::kOff);
+  EXPECT_EQ(plan::parse_strategy("framework=megatron,tp_overlap=off").tp_overlap_mode(), plan::TpOverlap::kOff);
+  EXPECT_EQ(plan::parse_strategy("framework=pytorch,tp_overlap=async").tp_overlap_mode(), plan::TpOverlap::kAsync);
+  EXPECT_EQ(plan::parse_strategy("tp_overlap=on").tp_overlap_mode(), plan::TpOverlap::kOn);
 }
 
 TEST(Strategy, MegatronPresetPutsTpInANodeAndPpAcrossNodes) {

@@ -39,6 +39,11 @@ struct Efficiency {
   core::Seconds memory_overhead = core::Seconds(2e-6);
 };
 
+/// Which of a GEMM's backward passes a piece of work runs: both, or one when
+/// the framework runs a collective between them (Megatron's column-parallel
+/// linear layers reduce the input gradient beside the weight gradient).
+enum class GradientPass { kBoth, kData, kWeight };
+
 /// The work of one op as the planner scaled and sharded it.
 struct OpWork {
   model::OpKind kind = model::OpKind::kElementwise;
@@ -56,6 +61,8 @@ struct OpWork {
   /// as many streams (Transformer Engine's grouped GEMM: one cuBLAS GEMM per
   /// expert over 4 streams); 0: one batched kernel.
   int concurrent_kernels = 0;
+  /// A backward GEMM's passes this work runs (its FLOPs are theirs).
+  GradientPass gradient_pass = GradientPass::kBoth;
 };
 
 class KernelModel;

@@ -39,8 +39,12 @@ void add_gemm_passes(std::vector<KernelCall>& calls, const OpWork& work) {
   const std::int64_t group =
       work.concurrent_kernels > 0 ? std::min<std::int64_t>(work.concurrent_kernels, s.batch) : s.batch;
   for (long long p = 0; p < passes; ++p) {
-    // One pass is a forward; several start at the gradients (a backward, or a recomputed forward plus backward).
-    const int pass = passes == 1 ? 0 : static_cast<int>(p + 1);
+    // One pass is a forward, or the gradient pass the work names; several
+    // start at the gradients (a backward, or a recomputed forward plus backward).
+    const int pass = passes > 1                                             ? static_cast<int>(p + 1)
+                     : work.gradient_pass == GradientPass::kData   ? 1
+                     : work.gradient_pass == GradientPass::kWeight ? 2
+                                                                   : 0;
     for (std::int64_t done = 0; done < s.batch; done += group) {
       calls.push_back({KernelFamily::kGemm, oriented(s, pass), std::min(group, s.batch - done), core::Bytes(0)});
     }

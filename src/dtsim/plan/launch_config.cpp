@@ -40,6 +40,7 @@ const std::map<std::string, std::string, std::less<>>& megatron_flags() {
       {"--overlap-grad-reduce", "overlap=on"},
       {"--overlap-param-gather", "param_overlap=on"},
       {"--tp-comm-overlap", "tp_overlap=on"},
+      {"--no-async-tensor-model-parallel-allreduce", "tp_overlap=off"},
       {"--overlap-moe-expert-parallel-comm", "ep_overlap=on"},
       {"--bf16", "dtype=bf16"},
       {"--fp16", "dtype=fp16"},

@@ -240,7 +240,7 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
     // Megatron-Core's --tp-comm-overlap pipelines the tensor-parallel
     // collective with its neighbouring GEMM in chunks: the collective runs
     // beside the next compute step.
-    if (group == GroupKind::kTp && r_.s.tp_overlap) overlapped = true;
+    if (group == GroupKind::kTp && r_.s.tp_overlap_mode() == TpOverlap::kOn) overlapped = true;
     flush();
     out.push_back({true, op, group, overlapped, -1, bytes.value() < 0 ? tp_bytes : bytes});
   };
@@ -277,6 +277,10 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
       (grid ? r_.s.tp : 1);
   const Bytes gathered = routed * static_cast<double>(r_.s.etp);
   auto dense_tp = [&](const model::Op& op) { return tp && !(grid && op.expert); };
+  auto async_column = [&](const model::Op& op) {
+    return dense_tp(op) && op.tp_gather_before && op.kind == model::OpKind::kGemm &&
+           op.split == model::TensorSplit::kSharded && r_.s.tp_overlap_mode() != TpOverlap::kOff;
+  };
   // Autocast's weight copies: a linear layer's fp32 weight read and its
   // 16-bit copy written before the forward GEMM (6 bytes a parameter, again
   // in a recomputed forward), the 16-bit weight gradient read and its fp32
@@ -288,6 +292,19 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
     cast.kind = model::OpKind::kElementwise;
     cast.bytes_moved = Bytes(6.0 * cast_params);
     current.ops.push_back(cast);
+  };
+  // One of a backward GEMM's two passes, as its own kernel (half its work).
+  auto add_gradient_pass = [&](const model::Op& op, hw::GradientPass pass) {
+    hw::OpWork w = work(op, true);
+    w.flops = w.flops * 0.5;
+    w.gradient_pass = pass;
+    current.ops.push_back(w);
+    if (pass == hw::GradientPass::kWeight) cast_weights(op);
+    current.hardware_flops += w.flops;
+    if (!recomputed) {
+      current.model_flops += op.backward_flops * (0.5 * r_.s.mbs / (r_.s.tp * r_.s.cp));
+    }
+    flush();
   };
   auto add = [&](const model::Op& op, bool op_backward) {
     hw::OpWork w = work(op, op_backward);
@@ -332,12 +349,22 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
         current.ops.push_back(again);
         current.hardware_flops += again.flops;
       }
+      const Bytes input = tokens_bytes(hidden, it->tokens);
+      const CommOp input_gradient = sp ? CommOp::kReduceScatter : CommOp::kAllReduce;
+      if (async_column(*it)) {
+        // Megatron's column-parallel linear layer: under sp its input, kept
+        // sharded, is gathered again beside the data-gradient GEMM; the
+        // input gradient is reduced beside the weight-gradient GEMM.
+        if (sp) collective(CommOp::kAllGather, GroupKind::kTp, input, true);
+        add_gradient_pass(*it, hw::GradientPass::kData);
+        collective(input_gradient, GroupKind::kTp, input, true);
+        add_gradient_pass(*it, hw::GradientPass::kWeight);
+        continue;
+      }
       add(*it, true);
       if (etp && it->expert && it->tp_gather_before) collective(CommOp::kReduceScatter, GroupKind::kExpertTp, gathered);
       if (ep && it->expert && it->tp_gather_before) collective(CommOp::kAllToAll, GroupKind::kEp, routed);
-      if (dense_tp(*it) && it->tp_gather_before) {
-        collective(sp ? CommOp::kReduceScatter : CommOp::kAllReduce, GroupKind::kTp, tokens_bytes(hidden, it->tokens));
-      }
+      if (dense_tp(*it) && it->tp_gather_before) collective(input_gradient, GroupKind::kTp, input);
     }
   }
   flush();

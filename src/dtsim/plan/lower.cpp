@@ -30,7 +30,7 @@ Lowering::Lowering(const model::Graph& graph, const ResolvedStrategy& r, const L
   }
   accumulate_kernel_.assign(graph.layers.size(), -1);
   tg_.dtype = r.s.dtype;
-  tg_.tp_comm_overlap = r.s.tp_overlap;
+  tg_.tp_comm_overlap = r.s.tp_overlap_mode() == TpOverlap::kOn;
   if (r.s.placement == "spread") {
     tg_.gpu_of_rank = topo::Placement::spread(r.world, gpus_per_node).gpu_of_rank;
   } else if (r.s.placement == "random") {

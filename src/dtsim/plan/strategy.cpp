@@ -273,7 +273,11 @@ Strategy parse_strategy(std::string_view text) {
       // A millisecond per launch is already a slow interpreter; past it a step would be the host's alone.
       if (s.host_launch.value() > 1e-3) fail(key, fmt::format("expected at most 1 ms per launch, got \"{}\"", value));
     } else if (key == "tp_overlap") {
-      s.tp_overlap = on_off(key, value);
+      const std::set<std::string_view> on{"on", "true", "1"}, off{"off", "false", "0"};
+      if (value == "async") s.tp_overlap = TpOverlap::kAsync;
+      else if (on.contains(value)) s.tp_overlap = TpOverlap::kOn;
+      else if (off.contains(value)) s.tp_overlap = TpOverlap::kOff;
+      else fail(key, fmt::format("expected on, async or off, got \"{}\"", value));
     } else if (key == "param_overlap") {
       s.param_overlap = on_off(key, value);
     } else if (key == "ep_overlap") {

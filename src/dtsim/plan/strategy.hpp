@@ -45,6 +45,17 @@ enum class Framework { kMegatron, kPytorch, kDeepspeed };
 /// PyTorch unfused).
 enum class Optimizer { kAuto, kFused, kUnfused };
 
+/// How tensor-parallel collectives meet their GEMMs. kOff: each after its
+/// op, which waits for it (Megatron-LM before September 2021). kAsync: in
+/// the backward of a column-parallel linear layer the input gradient's
+/// all-reduce (reduce-scatter under sp) runs beside the weight-gradient GEMM,
+/// and under sp the input, kept sharded, is gathered again beside the
+/// data-gradient GEMM (Megatron-LM's LinearWithGradAccumulationAndAsync-
+/// Communication since 16c90445e7, Transformer Engine's Linear). kOn:
+/// every collective pipelined with its GEMM (Megatron-Core --tp-comm-overlap).
+/// kAuto: kAsync under Megatron, kOff otherwise.
+enum class TpOverlap { kAuto, kOff, kAsync, kOn };
+
 /// Limits on what a strategy string may ask for, stated in its errors: a
 /// million GPUs per degree (and in all), a billion samples per batch.
 inline constexpr int kMaxGpus = topo::kMaxGpus;
@@ -151,9 +162,11 @@ struct Strategy {
   /// expert-parallel all-to-all so that one's all-to-all runs beside the
   /// other's compute (needs ep > 1).
   bool ep_overlap = false;
-  /// Tensor-parallel all-gathers and reduce-scatters pipelined with their
-  /// GEMMs (Megatron-Core --tp-comm-overlap): each runs beside the next compute.
-  bool tp_overlap = false;
+  TpOverlap tp_overlap = TpOverlap::kAuto;
+  [[nodiscard]] TpOverlap tp_overlap_mode() const {
+    if (tp_overlap != TpOverlap::kAuto) return tp_overlap;
+    return framework == Framework::kMegatron ? TpOverlap::kAsync : TpOverlap::kOff;
+  }
   /// The ZeRO-1/2 parameter all-gather split per layer and overlapped with the
   /// forward (Megatron-Core --overlap-param-gather) instead of after the step.
   bool param_overlap = false;
