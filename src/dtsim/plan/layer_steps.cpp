@@ -277,8 +277,10 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
       (grid ? r_.s.tp : 1);
   const Bytes gathered = routed * static_cast<double>(r_.s.etp);
   auto dense_tp = [&](const model::Op& op) { return tp && !(grid && op.expert); };
+  // A dense column-parallel GEMM whose backward Megatron splits around its
+  // collectives (experts' collectives belong to the token dispatcher).
   auto async_column = [&](const model::Op& op) {
-    return dense_tp(op) && op.tp_gather_before && op.kind == model::OpKind::kGemm &&
+    return dense_tp(op) && !op.expert && op.tp_gather_before && op.kind == model::OpKind::kGemm &&
            op.split == model::TensorSplit::kSharded && r_.s.tp_overlap_mode() != TpOverlap::kOff;
   };
   // Autocast's weight copies: a linear layer's fp32 weight read and its
