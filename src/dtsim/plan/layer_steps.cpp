@@ -295,31 +295,21 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
     cast.bytes_moved = Bytes(6.0 * cast_params);
     current.ops.push_back(cast);
   };
-  // One of a backward GEMM's two passes, as its own kernel (half its work).
-  auto add_gradient_pass = [&](const model::Op& op, hw::GradientPass pass) {
-    hw::OpWork w = work(op, true);
-    w.flops = w.flops * 0.5;
-    w.gradient_pass = pass;
-    current.ops.push_back(w);
-    if (pass == hw::GradientPass::kWeight) cast_weights(op);
-    current.hardware_flops += w.flops;
-    if (!recomputed) {
-      current.model_flops += op.backward_flops * (0.5 * r_.s.mbs / (r_.s.tp * r_.s.cp));
-    }
-    flush();
-  };
-  auto add = [&](const model::Op& op, bool op_backward) {
+  // The op's pass; of a backward GEMM, both gradient passes or one (half the work).
+  auto add = [&](const model::Op& op, bool op_backward, hw::GradientPass pass = hw::GradientPass::kBoth) {
     hw::OpWork w = work(op, op_backward);
+    const double share = pass == hw::GradientPass::kBoth ? 1.0 : 0.5;
+    w.flops = w.flops * share;
+    w.gradient_pass = pass;
     if (!op_backward) cast_weights(op);
     current.ops.push_back(w);
-    if (op_backward) cast_weights(op);
+    if (op_backward && pass != hw::GradientPass::kData) cast_weights(op);
     current.hardware_flops += w.flops;
     // Model FLOPs count the algorithm's work once: never a recomputed forward,
     // nor the scores FlashAttention's backward recomputes.
     if (!recomputed) {
       current.model_flops += (op_backward ? op.backward_flops : op.forward_flops) *
-                             (static_cast<double>(r_.s.mbs) /
-                              ((op.split == model::TensorSplit::kSharded ? r_.s.tp : 1) * r_.s.cp));
+                             (share * r_.s.mbs / ((op.split == model::TensorSplit::kSharded ? r_.s.tp : 1) * r_.s.cp));
     }
   };
   const bool selective = r_.s.recompute == Recompute::kSelective && !r_.s.flash_attention;
@@ -358,9 +348,10 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
         // sharded, is gathered again beside the data-gradient GEMM; the
         // input gradient is reduced beside the weight-gradient GEMM.
         if (sp) collective(CommOp::kAllGather, GroupKind::kTp, input, true);
-        add_gradient_pass(*it, hw::GradientPass::kData);
+        add(*it, true, hw::GradientPass::kData);
         collective(input_gradient, GroupKind::kTp, input, true);
-        add_gradient_pass(*it, hw::GradientPass::kWeight);
+        add(*it, true, hw::GradientPass::kWeight);
+        flush();  // what follows needs the reduced gradient
         continue;
       }
       add(*it, true);

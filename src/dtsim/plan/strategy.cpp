@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -40,9 +41,14 @@ double capacity(std::string_view key, std::string_view value) {
   return v;
 }
 
-bool on_off(std::string_view key, std::string_view value) {
+std::optional<bool> on_off_value(std::string_view value) {
   if (value == "on" || value == "true" || value == "1") return true;
   if (value == "off" || value == "false" || value == "0") return false;
+  return std::nullopt;
+}
+
+bool on_off(std::string_view key, std::string_view value) {
+  if (const auto on = on_off_value(value)) return *on;
   fail(key, fmt::format("expected on or off, got \"{}\"", value));
 }
 
@@ -273,10 +279,9 @@ Strategy parse_strategy(std::string_view text) {
       // A millisecond per launch is already a slow interpreter; past it a step would be the host's alone.
       if (s.host_launch.value() > 1e-3) fail(key, fmt::format("expected at most 1 ms per launch, got \"{}\"", value));
     } else if (key == "tp_overlap") {
-      const std::set<std::string_view> on{"on", "true", "1"}, off{"off", "false", "0"};
+      const auto on = on_off_value(value);
       if (value == "async") s.tp_overlap = TpOverlap::kAsync;
-      else if (on.contains(value)) s.tp_overlap = TpOverlap::kOn;
-      else if (off.contains(value)) s.tp_overlap = TpOverlap::kOff;
+      else if (on) s.tp_overlap = *on ? TpOverlap::kOn : TpOverlap::kOff;
       else fail(key, fmt::format("expected on, async or off, got \"{}\"", value));
     } else if (key == "param_overlap") {
       s.param_overlap = on_off(key, value);

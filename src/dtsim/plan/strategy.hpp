@@ -162,6 +162,8 @@ struct Strategy {
   /// expert-parallel all-to-all so that one's all-to-all runs beside the
   /// other's compute (needs ep > 1).
   bool ep_overlap = false;
+  /// How tensor-parallel collectives meet their GEMMs (TpOverlap); kAuto
+  /// resolves by framework in tp_overlap_mode().
   TpOverlap tp_overlap = TpOverlap::kAuto;
   [[nodiscard]] TpOverlap tp_overlap_mode() const {
     if (tp_overlap != TpOverlap::kAuto) return tp_overlap;
