@@ -45,9 +45,40 @@ void hold_sms(int64_t blocks, int64_t cycles, int64_t shared_bytes) {
 """
 CPP_SOURCE = "void hold_sms(int64_t blocks, int64_t cycles, int64_t shared_bytes);"
 
-SHAPES = [(8192, 4096, 4096), (8192, 14336, 4096), (4096, 5120, 20480), (2048, 2048, 2048)]
-BLOCKS = [8, 16, 24, 32]
-REPEATS = 20
+# The same kernel through CuPy's NVRTC, which compiles in a second where
+# torch's load_inline builds an extension for a minute.
+CUPY_SOURCE = r"""
+extern "C" __global__ void __launch_bounds__(1024) hold(long long cycles) {
+  extern __shared__ char taken[];
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+    if (threadIdx.x == 0) taken[0] = 0;
+  }
+}
+"""
+
+
+def hold_function():
+    """hold_sms(blocks, cycles, shared_bytes) on torch's current stream."""
+    try:
+        import cupy
+        kernel = cupy.RawKernel(CUPY_SOURCE, "hold")
+
+        def hold_sms(blocks, cycles, shared_bytes):
+            kernel.max_dynamic_shared_size_bytes = shared_bytes
+            with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+                kernel((blocks,), (1024,), (cupy.int64(cycles),), shared_mem=shared_bytes)
+        return hold_sms, "cupy"
+    except ImportError:
+        ext = load_inline("dtsim_hold_sms", CPP_SOURCE, cuda_sources=CUDA_SOURCE, functions=["hold_sms"])
+        return ext.hold_sms, "load_inline"
+
+
+# Training's GEMMs (Llama's and GPT-3's layers at a few thousand tokens) and one small one.
+SHAPES = [(8192, 4096, 4096), (8192, 14336, 4096), (4096, 5120, 20480), (8192, 12288, 12288), (16384, 1536, 12288),
+          (2048, 2048, 2048)]
+BLOCKS = [1, 2, 4, 8, 16, 24, 32, 48, 64]  # NCCL runs one block per channel: 2 to 32 channels on NVLink and IB
+REPEATS = 10
 
 
 def timed(stream, fn):
@@ -61,14 +92,14 @@ def timed(stream, fn):
 
 
 def main():
-    ext = load_inline("dtsim_hold_sms", CPP_SOURCE, cuda_sources=CUDA_SOURCE, functions=["hold_sms"])
+    hold_sms, built_with = hold_function()
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
     shared = 200 * 1024
     gemm_stream, hold_stream = torch.cuda.Stream(), torch.cuda.Stream()
     # The SM clock as the spin sees it: cycles of one held block over its time.
     spin_cycles = 20_000_000
-    spin_us = statistics.median(timed(hold_stream, lambda: ext.hold_sms(1, spin_cycles, shared)) for _ in range(5))
+    spin_us = statistics.median(timed(hold_stream, lambda: hold_sms(1, spin_cycles, shared)) for _ in range(5))
     clock_hz = spin_cycles / (spin_us * 1e-6)
     rows = []
     for m, n, k in SHAPES:
@@ -78,19 +109,29 @@ def main():
             timed(gemm_stream, lambda: torch.matmul(a, b))
         alone = statistics.median(timed(gemm_stream, lambda: torch.matmul(a, b)) for _ in range(REPEATS))
         for blocks in BLOCKS:
-            for hold_factor in (2.0, 5.0):
+            # hold_first: the SMs are held when the GEMM starts (a collective already running);
+            # gemm_first: the holder is launched just after the GEMM (a collective starting mid-GEMM).
+            for order, hold_factor in (("hold_first", 2.0), ("hold_first", 5.0), ("gemm_first", 2.0)):
                 hold_us = hold_factor * alone
+                cycles = int(hold_us * 1e-6 * clock_hz)
                 beside = []
                 for _ in range(REPEATS):
                     torch.cuda.synchronize()
-                    with torch.cuda.stream(hold_stream):
-                        ext.hold_sms(blocks, int(hold_us * 1e-6 * clock_hz), shared)
-                    beside.append(timed(gemm_stream, lambda: torch.matmul(a, b)))
+                    if order == "hold_first":
+                        with torch.cuda.stream(hold_stream):
+                            hold_sms(blocks, cycles, shared)
+                        beside.append(timed(gemm_stream, lambda: torch.matmul(a, b)))
+                    else:
+                        def gemm_then_hold():
+                            torch.matmul(a, b)
+                            with torch.cuda.stream(hold_stream):
+                                hold_sms(blocks, cycles, shared)
+                        beside.append(timed(gemm_stream, gemm_then_hold))
                 torch.cuda.synchronize()
-                rows.append({"m": m, "n": n, "k": k, "sms": sms, "blocks_held": blocks, "hold_us": hold_us,
-                             "alone_us": alone, "beside_us": statistics.median(beside),
+                rows.append({"m": m, "n": n, "k": k, "sms": sms, "blocks_held": blocks, "order": order,
+                             "hold_us": hold_us, "alone_us": alone, "beside_us": statistics.median(beside),
                              "proportional_us": alone * sms / (sms - blocks), "stalled_us": hold_us + alone})
-    print(json.dumps({"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda, "spin_clock_hz": clock_hz,
+    print(json.dumps({"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda, "spin_clock_hz": clock_hz, "hold_kernel": built_with,
                       "command": "python3 tests/gpu/gemm_beside_blocks.py", "rows": rows}, indent=1))
 
 
