@@ -236,28 +236,50 @@ TEST(KernelModel, ABadFigureIsOneLineNamingTheField) {
   }
 }
 
-// `persistent` says why the device's GEMMs are: without its source it is an error.
-TEST(KernelModel, PersistentGemmsNeedTheirSource) {
-  nlohmann::json p = nlohmann::json::parse(R"({"schema": "dtsim.profile/1", "device": "H100-SXM",
-    "kernel_model": {"sms": 132, "gemm": {"tiles": [{"m": 128, "n": 256, "efficiency": 1.0}], "pipeline_k": 128,
-    "launch": "4 us", "anchors": [], "persistent": {}, "source": "x"},
-    "memory": {"fraction": 0.9, "launch": "2 us", "source": "x"}}})");
-  try {
-    hw::parse_profile(p, "bad.json");
-    FAIL() << "accepted persistent GEMMs without a source";
-  } catch (const core::InputError& e) {
-    EXPECT_STREQ(e.what(), "bad.json: /kernel_model/gemm/persistent/source: missing field: expected a string");
-  }
-  // The Hopper dies say so; the A100 and Blackwell do not.
+// `persistent` says why the device's GEMMs are and how they ran beside held
+// SMs: without its source or its points, or with points out of order, it is an error.
+TEST(KernelModel, PersistentGemmsNeedTheirSourceAndMeasurement) {
+  auto error_of = [](const char* persistent) -> std::string {
+    nlohmann::json p = nlohmann::json::parse(std::string(R"({"schema": "dtsim.profile/1", "device": "H100-SXM",
+      "kernel_model": {"sms": 132, "gemm": {"tiles": [{"m": 128, "n": 256, "efficiency": 1.0}], "pipeline_k": 128,
+      "launch": "4 us", "anchors": [], "persistent": )") + persistent + R"(, "source": "x"},
+      "memory": {"fraction": 0.9, "launch": "2 us", "source": "x"}}})");
+    try {
+      hw::parse_profile(p, "bad.json");
+    } catch (const core::InputError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(error_of("{}"), "bad.json: /kernel_model/gemm/persistent/source: missing field: expected a string");
+  EXPECT_EQ(error_of(R"({"source": "x", "beside_held_sms": []})"),
+            "bad.json: /kernel_model/gemm/persistent/beside_held_sms: expected at least one {held_sms, slowdown}");
+  EXPECT_EQ(error_of(R"({"source": "x", "beside_held_sms": [{"held_sms": 8, "slowdown": 1.3}, {"held_sms": 4, "slowdown": 1.2}]})"),
+            "bad.json: /kernel_model/gemm/persistent/beside_held_sms/1/held_sms: expected the points in ascending held SMs, each once");
+  EXPECT_EQ(error_of(R"({"source": "x", "beside_held_sms": [{"held_sms": 8, "slowdown": 0.5}]})"),
+            "bad.json: /kernel_model/gemm/persistent/beside_held_sms/0/slowdown: expected 1 to 100, got 0.5");
+  // The Hopper dies carry the H100's measurement; the A100 and Blackwell have none.
   hw::DeviceCatalog catalog;
-  auto persistent = [&](const char* name) {
+  auto beside_held = [&](const char* name) {
     const hw::Device* found = catalog.find(name);
     if (found == nullptr) throw std::runtime_error(std::string("no device ") + name);
     const hw::Device d = catalog.with_kernel_figures(*found);
     if (!d.kernel_figures) throw std::runtime_error(std::string("no kernel figures for ") + name);
-    return d.kernel_figures->persistent_gemm;
+    return d.kernel_figures->gemm_beside_held_sms;
   };
-  for (const char* hopper : {"H100-SXM", "H200-SXM", "H800-SXM", "GH200"}) EXPECT_TRUE(persistent(hopper)) << hopper;
+  const std::vector<hw::HeldSmsSlowdown> h100 = beside_held("H100-SXM");
+  ASSERT_FALSE(h100.empty());
+  for (const hw::HeldSmsSlowdown& p : h100) {
+    // Between the SMs left alone and a whole second wave, as measured.
+    EXPECT_GE(p.slowdown, 1.1) << p.held_sms;
+    EXPECT_LT(p.slowdown, 2.0 * 132.0 / (132.0 - p.held_sms)) << p.held_sms;
+  }
+  for (const char* hopper : {"H200-SXM", "H800-SXM", "GH200"}) {
+    const std::vector<hw::HeldSmsSlowdown> same = beside_held(hopper);
+    ASSERT_EQ(same.size(), h100.size()) << hopper;
+    for (std::size_t i = 0; i < h100.size(); ++i) EXPECT_EQ(same[i].slowdown, h100[i].slowdown) << hopper;
+  }
+  auto persistent = [&](const char* name) { return !beside_held(name).empty(); };
   for (const char* other : {"A100-SXM-80GB", "B200", "MI300X"}) EXPECT_FALSE(persistent(other)) << other;
 }
 

@@ -90,8 +90,19 @@ KernelFigures read_kernel_figures(core::JsonReader r) {
   if (gemm.has("stream_k_efficiency")) f.stream_k_efficiency = fraction(gemm, "stream_k_efficiency");
   if (gemm.has("persistent")) {
     core::JsonReader persistent = gemm.object("persistent");
-    static_cast<void>(persistent.string("source"));  // required: why the library's GEMMs are persistent
-    f.persistent_gemm = true;
+    f.gemm_beside_held_sms_source = persistent.string("source");  // required: why, and the measurement
+    for (core::JsonReader& p : persistent.objects("beside_held_sms")) {
+      const auto held = p.integer("held_sms");
+      if (held < 1 || held >= f.sms) p.fail("held_sms", fmt::format("expected 1 to {} SMs, got {}", f.sms - 1, held));
+      if (!f.gemm_beside_held_sms.empty() && held <= f.gemm_beside_held_sms.back().held_sms) {
+        p.fail("held_sms", "expected the points in ascending held SMs, each once");
+      }
+      const double slowdown = p.number("slowdown");
+      if (!(slowdown >= 1.0 && slowdown <= 100.0)) p.fail("slowdown", fmt::format("expected 1 to 100, got {}", slowdown));
+      f.gemm_beside_held_sms.push_back({static_cast<int>(held), slowdown});
+      p.finish();
+    }
+    if (f.gemm_beside_held_sms.empty()) persistent.fail("beside_held_sms", "expected at least one {held_sms, slowdown}");
     persistent.finish();
   }
   for (core::JsonReader& a : gemm.objects("anchors")) {

@@ -91,6 +91,13 @@ struct AttentionKernel {
 /// and runs a kernel for the smaller alignment instead, at this share of the
 /// aligned rate. `alignment_bytes`: the largest power of two dividing
 /// k x operand bytes (2, 4 or 8).
+/// A GEMM launched while `held_sms` of the device's SMs run a kernel it was
+/// not told of (an NCCL collective's blocks) takes `slowdown` times as long.
+struct HeldSmsSlowdown {
+  int held_sms = 0;
+  double slowdown = 1.0;
+};
+
 struct MisalignedRate {
   int alignment_bytes = 2;
   double efficiency = 1.0;
@@ -111,11 +118,13 @@ struct KernelFigures {
   int pipeline_k = 0;
   std::vector<GemmTile> tiles;
   double stream_k_efficiency = 0;   ///< 0: the library runs no stream-K schedule
-  /// The library's large GEMMs are persistent: one CTA per SM it was told
-  /// of, each looping over its share of the tiles (Hopper's cuBLAS and
-  /// CUTLASS 3). Beside SMs it was not told of, the CTAs that find no SM wait
-  /// for one: a second wave (sim::contention_slowdown).
-  bool persistent_gemm = false;
+  /// The library's large GEMMs are persistent (Hopper's cuBLAS and CUTLASS
+  /// 3: one CTA per SM it was told of, each looping over its tiles), and
+  /// beside SMs it was not told of they run as measured here, by held SMs
+  /// ascending (sim::contention_slowdown). Empty: a GEMM's tiles spread over
+  /// the SMs it finds.
+  std::vector<HeldSmsSlowdown> gemm_beside_held_sms;
+  std::string gemm_beside_held_sms_source;
   std::vector<GemmAnchor> anchors;  ///< at most one per dtype
   std::vector<MisalignedRate> misaligned_k;  ///< by alignment, ascending; empty: not measured, no penalty
   std::string misaligned_k_source;

@@ -21,6 +21,8 @@ using plan::TaskKind;
 constexpr std::uint32_t kTransferEvent = FlowTransfers::kEventBit;
 // Event payloads with this bit set wake a stream whose next kernel the host has now launched.
 constexpr std::uint32_t kWakeEvent = 1u << 30;
+// Event payloads with this bit set start a collective that waited for a persistent GEMM's SMs.
+constexpr std::uint32_t kDeferredStartEvent = 1u << 29;
 
 bool reverse_direction(const Task& t) { return t.phase == plan::Phase::kBackward || t.phase == plan::Phase::kPull; }
 
@@ -91,6 +93,8 @@ class Replay {
       } else if (e.payload & kWakeEvent) {
         streams_[e.payload & ~kWakeEvent].busy = false;
         poke(e.payload & ~kWakeEvent);
+      } else if (e.payload & kDeferredStartEvent) {
+        start_communication_now(std::move(deferred_[e.payload & ~kDeferredStartEvent]));
       } else if (!contended_ || g_.tasks[template_id(e.payload)].kind != TaskKind::kCompute ||
                  end_running(e.payload, e.sequence)) {
         finish(e.payload);
@@ -171,7 +175,7 @@ class Replay {
       instances_.push_back({r.rank, static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(base), first[s], g_.spmd_calls_of(k),
                             r.rank == g_.simulated[s].rank});
       base += count[s];
-      if (base >= kWakeEvent) throw std::length_error("dtsim: more than 2^30 tasks to replay");
+      if (base >= kDeferredStartEvent) throw std::length_error("dtsim: more than 2^29 tasks to replay");
     }
     total_ = static_cast<std::uint32_t>(base);
     instance_of_.resize(total_);
@@ -329,7 +333,7 @@ class Replay {
     const int group = g_.calls[static_cast<std::size_t>(t.payload)].group;
     // One simulated member (the default mode's usual case): nobody to wait for.
     if (members_[static_cast<std::size_t>(group)] == 1) {
-      if (!flow_) {
+      if (!flow_ && sm_wait(id).count == 0) {
         start(id, costs_.call[static_cast<std::size_t>(t.payload)]);  // as start_communication, without its vector
       } else {
         start_communication({id});
@@ -381,7 +385,7 @@ class Replay {
     const KernelShares shares{share[static_cast<std::size_t>(model::OpKind::kGemm)],
                               share[static_cast<std::size_t>(model::OpKind::kAttention)]};
     const std::size_t r = rank_index(t);
-    return 1.0 / contention_slowdown(shares, c.sms, busy_sms_[r], c.persistent_gemm, c.hbm_bytes_per_s, busy_hbm_[r]);
+    return 1.0 / contention_slowdown(shares, c.sms, busy_sms_[r], c.gemm_beside_held_sms, c.hbm_bytes_per_s, busy_hbm_[r]);
   }
 
   void schedule_running(Running& k) {
@@ -428,8 +432,45 @@ class Replay {
     }
   }
 
-  // The members' tasks of one collective (or one server transfer) start now.
+  // How long the collective `id` waits for SMs on its rank: on a device whose
+  // GEMMs are persistent, a GEMM in flight holds every SM, and an NCCL kernel
+  // it was not told of starts as that GEMM ends (measured: a GEMM launched
+  // first ran 1.02-1.04x as long beside a kernel that wanted SMs, which waited).
+  Nanoseconds sm_wait(std::uint32_t id) const {
+    if (!contended_ || costs_.kernel_gemm_spans.empty()) return Nanoseconds{0};
+    const auto& t = task(id);
+    const auto call = static_cast<std::size_t>(t.payload);
+    if (t.stream == plan::Stream::kServer || costs_.contention.call_announced[call] ||
+        costs_.contention.call_sms[call] <= 0) {
+      return Nanoseconds{0};
+    }
+    double wait_ns = 0;
+    for (const Running& k : running_[rank_index(t)]) {
+      const double full = static_cast<double>(k.full.count);
+      if (full <= 0) continue;
+      const double left = k.work_ns - static_cast<double>((now_ - k.since).count) * k.rate;
+      const double done = 1.0 - left / full;
+      for (const auto& [begin, end] : costs_.kernel_gemm_spans[static_cast<std::size_t>(task(k.id).payload)]) {
+        if (done >= begin && done < end) wait_ns = std::max(wait_ns, (end - done) * full / k.rate);
+      }
+    }
+    return Nanoseconds{static_cast<std::int64_t>(std::ceil(wait_ns))};
+  }
+
+  // The members' tasks of one collective (or one server transfer) start as
+  // soon as each member's GPU has SMs for it (sm_wait).
   void start_communication(std::vector<std::uint32_t> members) {
+    Nanoseconds wait{0};
+    for (std::uint32_t member : members) wait = std::max(wait, sm_wait(member));
+    if (wait.count == 0) {
+      start_communication_now(std::move(members));
+      return;
+    }
+    deferred_.push_back(std::move(members));
+    queue_.schedule(now_ + wait, static_cast<std::uint32_t>(deferred_.size() - 1) | kDeferredStartEvent);
+  }
+
+  void start_communication_now(std::vector<std::uint32_t> members) {
     const auto& first = task(members.front());
     const auto call = static_cast<std::size_t>(first.payload);
     if (!flow_) {
@@ -510,20 +551,40 @@ class Replay {
   std::vector<std::vector<Running>> running_;  ///< per simulated rank
   std::vector<BusySms> busy_sms_;
   std::vector<double> busy_hbm_;
+  std::vector<std::vector<std::uint32_t>> deferred_;  ///< collectives waiting for SMs (kDeferredStartEvent)
 };
 
 }  // namespace
 
-double contention_slowdown(KernelShares shares, int sms, BusySms busy, bool persistent_gemm, double hbm_bytes_per_s,
+namespace {
+
+/// H(u): the measured points interpolated linearly from (0, 1); past the last
+/// point (u_n, H_n), H_n * (S - u_n) / (S - u), the SMs left shrinking.
+double held_sms_slowdown(std::span<const hw::HeldSmsSlowdown> points, int sms, int held) {
+  double prev_held = 0, prev_slowdown = 1.0;
+  for (const hw::HeldSmsSlowdown& p : points) {
+    if (held <= p.held_sms) {
+      const double t = (held - prev_held) / (p.held_sms - prev_held);
+      return prev_slowdown + t * (p.slowdown - prev_slowdown);
+    }
+    prev_held = p.held_sms;
+    prev_slowdown = p.slowdown;
+  }
+  return prev_slowdown * (sms - prev_held) / std::max(1, sms - held);
+}
+
+}  // namespace
+
+double contention_slowdown(KernelShares shares, int sms, BusySms busy,
+                           std::span<const hw::HeldSmsSlowdown> gemm_beside_held_sms, double hbm_bytes_per_s,
                            double busy_hbm) {
   const int announced = std::max(0, busy.announced), unannounced = std::max(0, busy.unannounced);
   if (sms <= 0 || (announced + unannounced <= 0 && busy_hbm <= 0)) return 1.0;
   const double s = sms;
   const double free_sms = std::max(1, sms - announced - unannounced);
   double gemm = s / free_sms;
-  if (persistent_gemm && unannounced > 0) {
-    const double grid = std::max(1, sms - announced);  // the CTAs it was launched with
-    gemm = std::ceil(grid / free_sms) * s / grid;
+  if (!gemm_beside_held_sms.empty() && unannounced > 0) {
+    gemm = s / std::max(1, sms - announced) * held_sms_slowdown(gemm_beside_held_sms, sms, unannounced);
   }
   // NCCL cannot take all of the memory: it is paced by its links. Keep a tenth for the kernel at worst.
   const double free_hbm = hbm_bytes_per_s > 0 ? std::max(0.1 * hbm_bytes_per_s, hbm_bytes_per_s - busy_hbm) : 1.0;

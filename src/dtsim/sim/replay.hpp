@@ -5,8 +5,11 @@
 /// says for the group's real placement; memory is allocated when a task
 /// starts and freed when it ends.
 #include <array>
+#include <span>
+#include <vector>
 
 #include "dtsim/hw/cost_model.hpp"
+#include "dtsim/hw/kernel_model.hpp"
 #include "dtsim/net/collective.hpp"
 #include "dtsim/plan/task_graph.hpp"
 #include "dtsim/plan/timeline.hpp"
@@ -36,6 +39,11 @@ struct TaskCosts {
   /// Per kernel, the share of its time each model::OpKind takes (sums to 1;
   /// all zero for an empty kernel): the critical path splits compute by it.
   std::vector<std::array<double, model::kOpKindCount>> kernel_op_share{};
+  /// Per kernel, where its GEMMs run, as [begin, end) fractions of its time;
+  /// filled only where the device's GEMMs are persistent
+  /// (Contention::gemm_beside_held_sms): they hold every SM, so a
+  /// collective launched while one runs starts when it ends.
+  std::vector<std::vector<std::pair<double, double>>> kernel_gemm_spans{};
   /// Flow-level network (empty: each call lasts `call`, the analytic cost):
   /// per call the plan whose phases share links max-min fairly with whatever
   /// else is in flight. A send's plan runs from group member 0 to member 1,
@@ -47,7 +55,9 @@ struct TaskCosts {
   /// nothing). See Contention.
   struct Contention {
     int sms = 0;                  ///< the device's SMs (its kernel figures)
-    bool persistent_gemm = false; ///< its GEMMs run one CTA per SM they were told of (hw::KernelFigures)
+    /// how its persistent GEMMs run beside SMs they were not told of
+    /// (hw::KernelFigures); empty: their tiles spread over the SMs they find
+    std::vector<hw::HeldSmsSlowdown> gemm_beside_held_sms;
     double hbm_bytes_per_s = 0;   ///< what a streaming kernel reaches on the device
     std::vector<int> call_sms;    ///< per call: one SM per NCCL channel
     /// per call: the kernels beside it are launched on the SMs it leaves
@@ -85,14 +95,17 @@ struct BusySms {
 /// what it receives written: 2x its wire bytes, 3x under a reduction) over
 /// its time. A GEMM's tiles spread over the SMs it finds, G = S / (S - c),
 /// unless the device's GEMMs are persistent (one CTA per SM they were told
-/// of) and some of the c SMs were not announced to them: then the grid of
-/// S - c_announced CTAs runs in ceil((S - c_announced) / (S - c)) waves,
+/// of) and u of the c SMs were not announced to them: then, with
+/// c_announced = c - u,
 ///
-///   G = waves * S / (S - c_announced),
+///   G = S / (S - c_announced) * H(u),
 ///
-/// twice as long beside an NCCL kernel of any size. The kernel's remaining
-/// work is re-timed whenever communication on its rank starts or ends.
-double contention_slowdown(KernelShares shares, int sms, BusySms busy, bool persistent_gemm, double hbm_bytes_per_s,
+/// H the device's measured slowdown of a GEMM launched beside u held SMs
+/// (`beside_held_sms`, interpolated; past its last point it grows as the SMs
+/// left shrink). The kernel's remaining work is re-timed whenever
+/// communication on its rank starts or ends.
+double contention_slowdown(KernelShares shares, int sms, BusySms busy,
+                           std::span<const hw::HeldSmsSlowdown> gemm_beside_held_sms, double hbm_bytes_per_s,
                            double busy_hbm);
 
 /// How the replay costs communication.

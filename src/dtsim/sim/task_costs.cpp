@@ -68,30 +68,40 @@ TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_mod
   TaskCosts costs;
   costs.concurrent_streams = cost_model.device().concurrent_streams;
   costs.kernel.reserve(graph.kernels.size());
+  // Only GPUs with kernel figures know their SMs; a CPU rank runs one thing at a time anyway.
+  const hw::Device& device = cost_model.device();
+  const bool contention = device.concurrent_streams && device.kernel_figures && device.kernel_figures->sms > 0;
+  const bool persistent_gemms = contention && !device.kernel_figures->gemm_beside_held_sms.empty();
   for (const plan::Kernel& k : graph.kernels) {
     core::Seconds total;
     std::array<double, model::kOpKindCount> by_kind{};
     std::uint32_t launches = 0;
+    std::vector<std::pair<double, double>> gemm_spans;
     for (const hw::OpWork& w : k.ops) {
       launches += static_cast<std::uint32_t>(hw::host_launches(w));
       const core::Seconds t = cost_model.time(w, graph.dtype);
+      if (persistent_gemms && w.kind == model::OpKind::kGemm && t.value() > 0) {
+        gemm_spans.emplace_back(total.value(), (total + t).value());
+      }
       total += t;
       by_kind[static_cast<std::size_t>(w.kind)] += t.value();
     }
     if (total.value() > 0) {
       for (double& share : by_kind) share /= total.value();
+      for (auto& [begin, end] : gemm_spans) {
+        begin /= total.value();
+        end /= total.value();
+      }
     }
     costs.kernel.push_back(core::to_nanoseconds(total));
     costs.kernel_launches.push_back(launches);
     costs.kernel_op_share.push_back(by_kind);
+    if (persistent_gemms) costs.kernel_gemm_spans.push_back(std::move(gemm_spans));
   }
   costs.call.reserve(graph.calls.size());
-  // Only GPUs with kernel figures know their SMs; a CPU rank runs one thing at a time anyway.
-  const hw::Device& device = cost_model.device();
-  const bool contention = device.concurrent_streams && device.kernel_figures && device.kernel_figures->sms > 0;
   if (contention) {
     costs.contention.sms = device.kernel_figures->sms;
-    costs.contention.persistent_gemm = device.kernel_figures->persistent_gemm;
+    costs.contention.gemm_beside_held_sms = device.kernel_figures->gemm_beside_held_sms;
     costs.contention.hbm_bytes_per_s = device.hbm_bandwidth.value() * device.kernel_figures->memory_fraction;
   }
   auto gpus_of = [&](const std::vector<int>& ranks, bool reverse) {
