@@ -91,23 +91,32 @@ def timed(stream, fn):
     return start.elapsed_time(stop) * 1e3  # us
 
 
+def spin_clock_hz(stream, spin):
+    """The SM clock as a spinning block sees it: `spin(cycles)` launches one block that spins that long."""
+    cycles = 20_000_000
+    us = statistics.median(timed(stream, lambda: spin(cycles)) for _ in range(5))
+    return cycles / (us * 1e-6)
+
+
+def gemm_alone_us(stream, a, b):
+    """The median time of `a @ b` on `stream`, after five warm-ups."""
+    for _ in range(5):
+        timed(stream, lambda: torch.matmul(a, b))
+    return statistics.median(timed(stream, lambda: torch.matmul(a, b)) for _ in range(REPEATS))
+
+
 def main():
     hold_sms, built_with = hold_function()
     props = torch.cuda.get_device_properties(0)
     sms = props.multi_processor_count
     shared = 200 * 1024
     gemm_stream, hold_stream = torch.cuda.Stream(), torch.cuda.Stream()
-    # The SM clock as the spin sees it: cycles of one held block over its time.
-    spin_cycles = 20_000_000
-    spin_us = statistics.median(timed(hold_stream, lambda: hold_sms(1, spin_cycles, shared)) for _ in range(5))
-    clock_hz = spin_cycles / (spin_us * 1e-6)
+    clock_hz = spin_clock_hz(hold_stream, lambda cycles: hold_sms(1, cycles, shared))
     rows = []
     for m, n, k in SHAPES:
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-        for _ in range(5):
-            timed(gemm_stream, lambda: torch.matmul(a, b))
-        alone = statistics.median(timed(gemm_stream, lambda: torch.matmul(a, b)) for _ in range(REPEATS))
+        alone = gemm_alone_us(gemm_stream, a, b)
         for blocks in BLOCKS:
             # hold_first: the SMs are held when the GEMM starts (a collective already running);
             # gemm_first: the holder is launched just after the GEMM (a collective starting mid-GEMM).

@@ -18,6 +18,8 @@ import statistics
 import cupy
 import torch
 
+from gemm_beside_blocks import gemm_alone_us, spin_clock_hz, timed  # this script's folder
+
 SOURCE = r"""
 extern "C" __global__ void __launch_bounds__(1024) hold(long long cycles, const int4* src, int4* dst,
                                                          long long per_block, int copy,
@@ -46,16 +48,6 @@ PER_BLOCK_BYTES = 16 << 20
 SHARED = 200 * 1024
 
 
-def timed(stream, fn):
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    with torch.cuda.stream(stream):
-        start.record()
-        fn()
-        stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop) * 1e3  # us
-
-
 def main():
     kernel = cupy.RawKernel(SOURCE, "hold")
     kernel.max_dynamic_shared_size_bytes = SHARED
@@ -73,17 +65,12 @@ def main():
             kernel((blocks,), (1024,), (cupy.int64(cycles), src, dst, cupy.int64(per_block), cupy.int32(copy), moved),
                    shared_mem=SHARED)
 
-    # The SM clock as the spin sees it.
-    spin_cycles = 20_000_000
-    spin_us = statistics.median(timed(hold_stream, lambda: hold(1, spin_cycles, 0)) for _ in range(5))
-    clock_hz = spin_cycles / (spin_us * 1e-6)
+    clock_hz = spin_clock_hz(hold_stream, lambda cycles: hold(1, cycles, 0))
     rows = []
     for m, n, k in SHAPES:
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-        for _ in range(5):
-            timed(gemm_stream, lambda: torch.matmul(a, b))
-        alone = statistics.median(timed(gemm_stream, lambda: torch.matmul(a, b)) for _ in range(REPEATS))
+        alone = gemm_alone_us(gemm_stream, a, b)
         for blocks in BLOCKS:
             hold_us = 3.0 * alone
             cycles = int(hold_us * 1e-6 * clock_hz)
