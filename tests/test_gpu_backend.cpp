@@ -22,6 +22,7 @@ driver::SimulationRequest one_gpu(const std::string& model, const std::string& s
                                   std::optional<std::string> profile = std::nullopt) {
   driver::SimulationRequest request{model, "dgx-h100", strategy, std::nullopt, std::nullopt, std::move(profile), true, {}, {}};
   request.every_rank_tasks = true;  // as dtsim run and validate ask for the executor
+  request.own_executor = true;
   return request;
 }
 

@@ -29,6 +29,7 @@ namespace {
 driver::SimulationRequest request_for(const RunOptions& o, std::optional<std::string> profile) {
   driver::SimulationRequest request{o.model, o.cluster, o.strategy, std::nullopt, std::nullopt, std::move(profile), true, {}, {}};
   request.every_rank_tasks = true;  // the executor runs the ranks' own tasks
+  request.own_executor = true;
   return request;
 }
 

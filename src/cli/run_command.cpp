@@ -47,6 +47,7 @@ void add_common(CLI::App* cmd, RunOptions& o) {
 driver::Simulation plan_for(const RunOptions& o, const std::string& profile) {
   driver::SimulationRequest request{o.model, o.cluster, o.strategy, std::nullopt, std::nullopt, profile, true, {}, {}};
   request.every_rank_tasks = true;  // each rank executes its own tasks
+  request.own_executor = true;
   driver::Simulation sim = driver::simulate(request);
   if (sim.tasks.ps_shards > 0) {
     throw core::InputError("--strategy", "/ps", "the real executor does not run parameter servers; simulate them instead");

@@ -177,6 +177,7 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
     device.kernel_figures = scaled;
   }
   hw::CostModel cost_model(device, efficiency, profile ? profile->kernels : nullptr, strategy.s.attention_kernel);
+  if (request.own_executor) cost_model.set_layout(hw::GemmLayout::kExecutor);
   net::NetworkOptions network_options;
   if (profile) network_options.measured = measured_collectives(*profile);
   network_options.algorithm = *net::parse_algorithm(strategy.s.collective);

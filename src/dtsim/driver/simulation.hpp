@@ -62,6 +62,10 @@ struct SimulationRequest {
   /// replay runs every rank from them (the same prediction in a fraction of
   /// the memory).
   bool every_rank_tasks = false;
+  /// Predict the step as dtsim's own executor runs it (dtsim run and
+  /// validate): its GEMMs' layout (hw::GemmLayout::kExecutor) instead of
+  /// PyTorch's, which every framework dtsim models runs.
+  bool own_executor = false;
 };
 
 struct Simulation {

@@ -87,7 +87,13 @@ core::Seconds CostModel::modelled(const OpWork& work, Dtype dtype) const {
     // vocabulary's data gradient): such a GEMM runs in bf16, uncast.
     const bool narrow = runs_in == Dtype::kFp8 || runs_in == Dtype::kFp4;
     const Dtype call_dtype = narrow && k_alignment_bytes(shape.k, operand_bytes(runs_in)) < 16 ? Dtype::kBf16 : runs_in;
-    total += km.gemm(shape, call_dtype, operand_bytes(call_dtype));
+    const double bytes = operand_bytes(call_dtype);
+    // Row-major, a linear layer's leading dimensions are its widths in every
+    // pass: the forward's k and n (n x 2 bytes for the 16-bit output).
+    const int alignment = layout_ == GemmLayout::kRowMajor && work.kind == model::OpKind::kGemm
+                              ? std::min(k_alignment_bytes(work.gemm.k, bytes), k_alignment_bytes(work.gemm.n, 2.0))
+                              : k_alignment_bytes(shape.k, bytes);
+    total += km.gemm(shape, call_dtype, bytes, alignment);
     if (call_dtype == Dtype::kFp8 || call_dtype == Dtype::kFp4) total += km.stream(fp8_cast_bytes(shape, work.backward));
   }
   return total;

@@ -44,6 +44,19 @@ struct Efficiency {
 /// linear layers reduce the input gradient beside the weight gradient).
 enum class GradientPass { kBoth, kData, kWeight };
 
+/// How the GEMMs' matrices lie in memory, which decides the leading
+/// dimensions cuBLAS needs 16-byte aligned for its fast kernels.
+///  - kRowMajor: PyTorch's tensors (every framework dtsim models): a linear
+///    layer's input, weight and output are rows of its input and output
+///    widths, so a width that is not a multiple of 16 bytes (a 50257-word
+///    vocabulary) sends all three passes to cuBLAS's align1 kernels. An
+///    H100 profile of eager PyTorch timed them (cutlass_75 ..._align1, at
+///    0.15-0.24 of the aligned rate; calibrate/profiles/h100-sxm/framework-checks).
+///  - kExecutor: dtsim's own GPU executor (cuBLASLt, operands k-major, the
+///    output column-major with the tokens as its leading dimension): only the
+///    inner dimension matters; the output width costs nothing measurable.
+enum class GemmLayout { kRowMajor, kExecutor };
+
 /// The work of one op as the planner scaled and sharded it.
 struct OpWork {
   model::OpKind kind = model::OpKind::kElementwise;
@@ -83,6 +96,8 @@ class CostModel {
             std::string attention_kernel);
 
   [[nodiscard]] core::Seconds time(const OpWork& work, Dtype dtype) const;
+  /// kRowMajor unless set: the executor's own predictions set kExecutor.
+  void set_layout(GemmLayout layout) { layout_ = layout; }
   [[nodiscard]] const Device& device() const { return device_; }
   [[nodiscard]] const Efficiency& efficiency() const { return efficiency_; }
 
@@ -92,6 +107,7 @@ class CostModel {
   std::shared_ptr<const MeasuredKernels> measured_;
   std::shared_ptr<const KernelModel> kernels_;
   const struct AttentionKernel* attention_ = nullptr;
+  GemmLayout layout_ = GemmLayout::kRowMajor;
 
   [[nodiscard]] core::Seconds modelled(const OpWork& work, Dtype dtype) const;
 };

@@ -58,7 +58,10 @@ int k_alignment_bytes(std::int64_t k, double operand_bytes) {
 }
 
 double KernelFigures::misaligned_k_efficiency(std::int64_t k, double operand_bytes) const {
-  const int alignment = k_alignment_bytes(k, operand_bytes);
+  return misaligned_efficiency(k_alignment_bytes(k, operand_bytes));
+}
+
+double KernelFigures::misaligned_efficiency(int alignment) const {
   if (misaligned_k.empty() || alignment >= 16) return 1.0;
   // The measured class at or below this alignment; below every measured one, the smallest.
   double efficiency = misaligned_k.front().efficiency;
@@ -123,25 +126,31 @@ core::FlopsPerSecond KernelModel::anchor_rate(Dtype dtype) const {
     if (a.dtype == Dtype::kBf16 || a.dtype == Dtype::kFp16) {
       const double flops = 2.0 * static_cast<double>(a.shape.m) * static_cast<double>(a.shape.n) *
                            static_cast<double>(a.shape.k) * static_cast<double>(a.shape.batch);
-      return core::FlopsPerSecond(flops / gemm_at(a.shape, dtype, operand_bytes(dtype), 1.0).value());
+      const double ob = operand_bytes(dtype);
+      return core::FlopsPerSecond(flops / gemm_at(a.shape, dtype, ob, 1.0, k_alignment_bytes(a.shape.k, ob)).value());
     }
   }
   return core::FlopsPerSecond(0);
 }
 
 core::Seconds KernelModel::gemm(const model::GemmShape& shape, Dtype dtype, double operand_bytes) const {
-  return gemm_at(shape, dtype, operand_bytes, held_fraction_);
+  return gemm_at(shape, dtype, operand_bytes, held_fraction_, k_alignment_bytes(shape.k, operand_bytes));
+}
+
+core::Seconds KernelModel::gemm(const model::GemmShape& shape, Dtype dtype, double operand_bytes,
+                                int alignment_bytes) const {
+  return gemm_at(shape, dtype, operand_bytes, held_fraction_, alignment_bytes);
 }
 
 core::Seconds KernelModel::gemm_at(const model::GemmShape& shape, Dtype dtype, double operand_bytes,
-                                   double held_fraction) const {
+                                   double held_fraction, int alignment_bytes) const {
   const double m = static_cast<double>(shape.m), n = static_cast<double>(shape.n), k = static_cast<double>(shape.k);
   const double batch = static_cast<double>(std::max<std::int64_t>(1, shape.batch));
   const double rate = core_rate_[index(dtype)];
   // No shape runs faster than the best one a search over shapes found.
   const double flops = 2.0 * m * n * k * batch;
   const double compute = rate > 0 ? std::max(tile_work(shape) / rate, flops / ceiling_[index(dtype)]) / held_fraction /
-                                        figures_->misaligned_k_efficiency(shape.k, operand_bytes)
+                                        figures_->misaligned_efficiency(alignment_bytes)
                                   : 0;
   const double bytes = batch * ((m * k + k * n) * operand_bytes + m * n * 2.0);
   const double memory = bytes / (device_.hbm_bandwidth.value() * figures_->memory_fraction);

@@ -35,8 +35,11 @@
 /// Alignment. A GEMM whose inner dimension k is not a multiple of 16 bytes
 /// runs a kernel for a smaller alignment at the measured share of the aligned
 /// rate (`misaligned_k`): an unpadded vocabulary's data-gradient GEMM, whose
-/// k is the vocabulary, is the common case. Only the inner dimension
-/// matters: an output width of 50257 costs nothing measurable.
+/// k is the vocabulary, is the common case. Which leading dimensions count
+/// is the caller's layout (hw::GemmLayout): laid out as dtsim's executor
+/// lays its matrices (gemm() without an alignment), only the inner dimension
+/// does and an output width of 50257 costs nothing measurable; PyTorch's
+/// row-major tensors make the output width count too.
 ///
 /// Clocks. The GEMM and attention figures are measured in short benchmark
 /// loops, at the boost clock. A training step keeps the tensor cores busy for
@@ -144,6 +147,9 @@ struct KernelFigures {
   /// The share of the aligned rate a GEMM of inner dimension k runs at: 1
   /// when k x operand bytes is a multiple of 16, or no rate was measured.
   [[nodiscard]] double misaligned_k_efficiency(std::int64_t k, double operand_bytes) const;
+  /// The same for a GEMM whose least aligned leading dimension is
+  /// `alignment_bytes` (k_alignment_bytes of it).
+  [[nodiscard]] double misaligned_efficiency(int alignment_bytes) const;
 };
 
 /// Bytes of one GEMM operand element: FP8 1, fp32/tf32 4, 16-bit 2.
@@ -169,6 +175,11 @@ class KernelModel {
   /// One GEMM (m x k by k x n, `shape.batch` of them): operands of
   /// `operand_bytes` each, a 16-bit output.
   [[nodiscard]] core::Seconds gemm(const model::GemmShape& shape, Dtype dtype, double operand_bytes) const;
+  /// The same GEMM where its least aligned leading dimension, which the
+  /// caller's layout decides, is `alignment_bytes` (gemm() takes the inner
+  /// dimension's, as dtsim's executor lays its matrices out).
+  [[nodiscard]] core::Seconds gemm(const model::GemmShape& shape, Dtype dtype, double operand_bytes,
+                                   int alignment_bytes) const;
   /// One fused attention pass over `heads` (batch x heads of this rank) of
   /// seq x head_dim; `backward` costs the backward kernel.
   /// `window` > 0: sliding-window attention, each query seeing at most that
@@ -190,7 +201,7 @@ class KernelModel {
   [[nodiscard]] double tile_work(const model::GemmShape& shape) const;  ///< FLOPs-equivalent at the per-SM rate of 1
   /// gemm() with its tensor-core work at `held_fraction` of the burst rate.
   [[nodiscard]] core::Seconds gemm_at(const model::GemmShape& shape, Dtype dtype, double operand_bytes,
-                                      double held_fraction) const;
+                                      double held_fraction, int alignment_bytes) const;
 
   Device device_;
   std::shared_ptr<const KernelFigures> figures_;
