@@ -137,6 +137,7 @@ struct KernelFigures {
   std::vector<AttentionKernel> attention;
   std::string megatron_attention;   ///< the fused kernel Megatron-Core / Transformer Engine runs here
   std::string pytorch_attention;    ///< the one PyTorch's scaled_dot_product_attention runs here
+  std::string attention_choice_source;  ///< where the two choices come from; may be empty
   std::optional<SustainedRate> sustained;  ///< none measured: the burst rate is held
   std::string file;                 ///< where the figures were read
 
