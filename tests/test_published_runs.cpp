@@ -170,9 +170,10 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // B300's), then the 405B on 128 B200s; GEMM rows divided by
                                               // cp took the mean from 9.0% to 7.6%
                                               {"megatron-bridge", {0.09, 0.13}},
-                                              // dtsim leaves out what bounds these MoE runs (README,
-                                              // "Megatron-Bridge's Qwen3 MoE rows"): today's error, held
-                                              {"megatron-bridge MoE", {1.15, 2.65}},
+                                              // dtsim leaves out part of what bounds these MoE runs (README,
+                                              // "Megatron-Bridge's Qwen3 MoE rows"): today's error, held;
+                                              // 1.14 and 2.61 with the 8 us launch
+                                              {"megatron-bridge MoE", {0.60, 1.70}},
                                               // the H100's GEMMs beside held SMs as measured: 7.7% to 8.8%
                                               {"llm-foundry H100 bf16", {0.09, 0.35}},
                                               {"llm-foundry H100 fp8", {0.06, 0.11}},

@@ -341,9 +341,13 @@ TEST(Explain, TheCriticalPathSpansTheStepAndWhatIfsAreRealResimulations) {
 
 // Spreading ranks over nodes puts tensor parallelism on the network: the
 // packed placement keeps it on NVLink and is faster. Random is a fixed shuffle.
+// Without launch costs (host_launch=0): tp 8 leaves a 1.3B model's ranks
+// kernels shorter than an eager step's host time per kernel, which would
+// set the step either way.
 TEST(Simulation, PlacementDecidesWhichLinksAGroupCrosses) {
   auto step = [](const std::string& placement) {
-    return run("tp=8,dp=2,gbs=16,placement=" + placement, 2, false, "gpt3-1.3b", "dgx-h100").report.step_time.value();
+    return run("tp=8,dp=2,gbs=16,host_launch=0,placement=" + placement, 2, false, "gpt3-1.3b", "dgx-h100")
+        .report.step_time.value();
   };
   const double packed = step("packed"), spread = step("spread");
   EXPECT_GT(spread, 1.2 * packed);
@@ -408,7 +412,7 @@ TEST(Simulation, MegatronReducesTheInputGradientBesideTheWeightGradient) {
     }
     return n;
   };
-  const std::string base = "framework=megatron,tp=8,gbs=4,mbs=1,dtype=fp16";
+  const std::string base = "framework=megatron,tp=8,gbs=4,mbs=1,dtype=fp16,host_launch=0";  // the host floor aside
   const driver::Simulation after = run(base + ",tp_overlap=off", 1);
   const driver::Simulation beside = run(base, 1);  // tp_overlap=async, Megatron's default
   EXPECT_EQ(tp_calls(after, plan::CommOp::kAllReduce), tp_calls(beside, plan::CommOp::kAllReduce));
@@ -711,7 +715,7 @@ TEST(Simulation, AnUnfusedOptimizerMakesMorePassesOverTheState) {
 // the GPU waited for the host; a step of long kernels is unchanged, and a
 // CPU rank, its own host, never waits.
 TEST(Simulation, KernelsShorterThanTheirLaunchesWaitForTheHost) {
-  const driver::Simulation tiny = run("ddp,gbs=64,mbs=8", std::nullopt, false, "tiny-gpt", "dgx-h100");
+  const driver::Simulation tiny = run("ddp,gbs=64,mbs=8,host_launch=8us", std::nullopt, false, "tiny-gpt", "dgx-h100");
   const driver::Simulation ideal = run("ddp,gbs=64,mbs=8,host_launch=0", std::nullopt, false, "tiny-gpt", "dgx-h100");
   std::uint64_t launches = 0;
   for (const plan::Task& t : tiny.tasks.tasks) {
@@ -730,6 +734,10 @@ TEST(Simulation, KernelsShorterThanTheirLaunchesWaitForTheHost) {
   // Twice the launch cost: the launch-bound step follows it.
   const driver::Simulation slow = run("ddp,gbs=64,mbs=8,host_launch=16us", std::nullopt, false, "tiny-gpt", "dgx-h100");
   EXPECT_GE(slow.report.step_time.value(), 2 * host_s);
+
+  // The default, an eager step's host time per kernel (50 us), is longer still.
+  const driver::Simulation eager = run("ddp,gbs=64,mbs=8", std::nullopt, false, "tiny-gpt", "dgx-h100");
+  EXPECT_GE(eager.report.step_time.value(), 50e-6 * static_cast<double>(launches - 1));
 
   // Llama-2-7B's kernels are far longer than their launches: nothing moves.
   const driver::Simulation big = run("fsdp,gbs=8", std::nullopt, false, "llama2-7b", "dgx-h100");
