@@ -344,8 +344,9 @@ const std::vector<Source>& sources() {
                           "CUDA graph as host_launch=0 (no launch cost; nothing else of the graph modelled)"},
       {"megatron-bridge MoE", "as megatron-bridge; FP8-MX (MXFP8) as dtype=fp8; routing as dtsim's even split (the table forces "
                               "the balance); the all-to-all as NCCL's, also for HybridEP; the 235B's moe_a2a_overlap as "
-                              "ep_overlap=on (its delay_wgrad_compute not modelled); not modelled: the router's CUDA graphs, the "
-                              "dispatcher's host synchronisation"},
+                              "ep_overlap=on (its delay_wgrad_compute not modelled); the host as an eager step's (host_launch 50 us "
+                              "a kernel, measured on PyTorch), waiting at the dispatcher's sync; not modelled: the "
+                              "router's CUDA graphs, Transformer Engine's own host costs"},
       {"megatron-2022", "micro-batch, interleaving and fp16 as Calculon's validation runs them (the paper states the model, "
                         "tp and pp); Selene's nodes as superpod-a100"},
       {"ml-engineering", "ZeRO-2 as dtsim's zero=2 (DeepSpeed's bucketing and its blocking parameter "

@@ -257,3 +257,45 @@ TEST(Contention, ACollectiveWaitsForThePersistentGemmInFlight) {
   costs.contention.call_announced = {0, 1};
   EXPECT_EQ(sim::replay(g, costs).spans[2].start.count, 300);
 }
+
+namespace {
+// One rank, three kernels in program order: a 100 us one, then two of 1 us.
+plan::TaskGraph three_kernels(bool first_syncs) {
+  plan::TaskGraph g;
+  g.world = 1;
+  g.gpu_of_rank = {0};
+  g.simulated = {{0, 0, {}}};
+  g.kernels = {{"router", {}, {}, {}, first_syncs}, {"a", {}, {}, {}}, {"b", {}, {}, {}}};
+  for (int k = 0; k < 3; ++k) {
+    plan::Task t;
+    t.rank = 0;
+    t.payload = k;
+    g.tasks.push_back(t);
+  }
+  return g;
+}
+}  // namespace
+
+// The host launches one kernel every 10 us and runs ahead of the GPU: the
+// short kernels were launched long before the first ends. Where the host
+// waits for the first kernel (Megatron-Core's dispatcher reading the tokens
+// per expert), it launches the next at its end and the one after 10 us
+// later: the GPU waits for each.
+TEST(Replay, AfterASyncTheGpuWaitsForEachLaunch) {
+  const Nanoseconds us{1000};
+  sim::TaskCosts costs{{Nanoseconds{100 * us.count}, us, us}, {}, {}};
+  costs.kernel_launches = {1, 1, 1};
+  costs.host_launch = Nanoseconds{10 * us.count};
+  const plan::Timeline ahead = sim::replay(three_kernels(false), costs);
+  EXPECT_EQ(ahead.makespan.count, 102 * us.count);
+  const plan::Timeline synced = sim::replay(three_kernels(true), costs);
+  EXPECT_EQ(synced.spans[1].start.count, 100 * us.count);  // launched as the sync ends
+  EXPECT_EQ(synced.spans[2].start.count, 110 * us.count);  // one launch later
+  EXPECT_EQ(synced.makespan.count, 111 * us.count);
+  EXPECT_EQ(synced.host_wait[0].count, 9 * us.count);  // the GPU idles from 101 to 110 us
+  // A sync the host reaches after the kernel ended costs nothing more.
+  costs.kernel = {us, us, us};
+  const plan::Timeline late = sim::replay(three_kernels(true), costs);
+  EXPECT_EQ(late.spans[1].start.count, 10 * us.count);
+  EXPECT_EQ(late.makespan.count, 21 * us.count);
+}

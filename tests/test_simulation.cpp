@@ -12,6 +12,7 @@
 #include "dtsim/driver/simulation.hpp"
 #include "dtsim/hw/kernel_calls.hpp"
 #include "dtsim/report/writers.hpp"
+#include "dtsim/sim/replay.hpp"
 #include "scratch_dir.hpp"
 
 using namespace dtsim;
@@ -825,4 +826,43 @@ TEST(Simulation, EpOverlapRunsOnePassesComputeBesideTheOthersAllToAll) {
   EXPECT_THROW(run("framework=megatron,dp=8,ep_overlap=on", 1, false, "mixtral-8x7b", "dgx-h100"), core::InputError);
   EXPECT_THROW(run("framework=megatron,pp=2,dp=4,ep=4,gbs=16,ep_overlap=on", 1, false, "mixtral-8x7b", "dgx-h100"),
                core::InputError);
+}
+
+// Megatron-Core's all-to-all dispatcher (dropless) makes the host wait for
+// the router before it dispatches, once per MoE layer in every forward and
+// recomputed forward; padded to capacity, or in an eager PyTorch model, the
+// plan has no such sync. The host then launches the experts' GEMMs one by
+// one while the GPU waits for them.
+TEST(Simulation, MegatronsDispatcherMakesTheHostWaitBeforeTheExperts) {
+  auto qwen = [](const std::string& s) {
+    return driver::simulate({"qwen3-30b-a3b", "dgx-h100", s, std::nullopt, std::nullopt, std::nullopt, false, {}, {}});
+  };
+  auto syncs = [](const driver::Simulation& sim) {
+    int n = 0;
+    for (const plan::Task& t : sim.tasks.tasks) {
+      if (t.rank == 0 && t.kind == plan::TaskKind::kCompute &&
+          sim.tasks.kernels[static_cast<std::size_t>(t.payload)].host_sync) {
+        ++n;
+      }
+    }
+    return n;
+  };
+  const std::string base = "framework=megatron,ep=8,gbs=16,mbs=1,dtype=bf16,zero=1";
+  const driver::Simulation megatron = qwen(base);
+  EXPECT_EQ(syncs(megatron), 48 * 2);  // 48 MoE layers, 2 micro-batches
+  EXPECT_EQ(syncs(qwen(base + ",recompute=full")), 48 * 2 * 2);
+  EXPECT_EQ(syncs(qwen(base + ",capacity_factor=1")), 0);
+  EXPECT_EQ(syncs(qwen("framework=pytorch,ep=8,gbs=16,mbs=1,dtype=bf16,zero=1")), 0);
+  // The same plan replayed without its syncs: the host runs ahead and the
+  // GPU waits less. At micro-batches of 4 the kernels after the sync outlast
+  // their launches and the host catches up: nothing changes.
+  auto without_syncs = [](const driver::Simulation& synced) {
+    plan::TaskGraph ahead = synced.tasks;
+    for (plan::Kernel& k : ahead.kernels) k.host_sync = false;
+    return sim::replay(ahead, synced.costs).makespan.count;
+  };
+  EXPECT_GT(megatron.timeline.makespan.count, 1.05 * static_cast<double>(without_syncs(megatron)));
+  EXPECT_GT(megatron.report.breakdown.host_wait.value(), 0.0);
+  const driver::Simulation large = qwen("framework=megatron,ep=8,gbs=128,mbs=4,dtype=bf16,zero=1");
+  EXPECT_EQ(large.timeline.makespan.count, without_syncs(large));
 }

@@ -313,8 +313,23 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
     }
   };
   const bool selective = r_.s.recompute == Recompute::kSelective && !r_.s.flash_attention;
+  // Megatron-Core's all-to-all dispatcher, dropless, reads the tokens per
+  // expert on the host before it dispatches (token_dispatcher.py,
+  // MoEAlltoAllTokenDispatcher.preprocess: cuda_sync_point
+  // "before_ep_alltoall", or "before_finish" without ep and tp): the host
+  // waits there for the router's kernels, in every forward and recomputed
+  // forward. Padded to capacity, the sizes are known and it does not.
+  const bool dispatcher_syncs = r_.s.framework == Framework::kMegatron && r_.s.capacity_factor <= 0;
+  bool synced = false;
+  auto sync_before_experts = [&](const model::Op& op) {
+    if (!dispatcher_syncs || synced || !op.expert || !op.tp_gather_before) return;
+    flush();
+    if (!kernels_.empty()) kernels_.back().host_sync = true;
+    synced = true;
+  };
   if (!backward) {
     for (const model::Op& op : layer.ops) {
+      sync_before_experts(op);
       if (dense_tp(op) && sp && op.tp_gather_before) collective(CommOp::kAllGather, GroupKind::kTp, tokens_bytes(hidden, op.tokens));
       if (ep && op.expert && op.tp_gather_before) collective(CommOp::kAllToAll, GroupKind::kEp, routed);  // dispatch
       if (etp && op.expert && op.tp_gather_before) collective(CommOp::kAllGather, GroupKind::kExpertTp, gathered);

@@ -45,6 +45,10 @@ struct Kernel {
   std::vector<hw::OpWork> ops;
   core::Flops model_flops;     ///< what the step must compute
   core::Flops hardware_flops;  ///< what the GPU computes, recomputation included
+  /// The host waits for this kernel to end before it launches anything
+  /// after it (a device-to-host copy it must read: Megatron-Core's all-to-all
+  /// dispatcher reads the tokens per expert before its all-to-all).
+  bool host_sync = false;
 };
 
 struct CommGroup {

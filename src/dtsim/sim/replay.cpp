@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
 #include "dtsim/hw/kernel_model.hpp"
 #include "dtsim/sim/event_queue.hpp"
 #include "dtsim/sim/flow_transfers.hpp"
+#include "dtsim/sim/host_clock.hpp"
 
 namespace dtsim::sim {
 namespace {
@@ -55,7 +57,13 @@ class Replay {
     build_successors();
     // A GPU's kernels wait for the host that launches them; a CPU rank (one
     // stream, its own thread) is its own host.
-    if (costs.host_launch.count > 0 && costs.concurrent_streams) count_launches(sim_of_rank);
+    if (costs.host_launch.count > 0 && costs.concurrent_streams) {
+      std::vector<std::uint32_t> sim_of_instance(instances_.size());
+      for (std::size_t i = 0; i < instances_.size(); ++i) sim_of_instance[i] = instances_[i].simulated;
+      host_.emplace(graph, costs.host_launch, costs.kernel_launches, sim_of_rank, sim_of_instance);
+      host_wait_.assign(sims, Nanoseconds{0});
+      host_stretch_.assign(sims, Nanoseconds{0});
+    }
     remaining_.assign(total_, 0);
     for (std::uint32_t id = 0; id < total_; ++id) {
       const Task& t = graph.tasks[template_id(id)];
@@ -270,10 +278,16 @@ class Replay {
     const std::uint32_t id = id_of(in, (*st.queue)[st.head]);
     if (remaining_[id] != 0) return;
     st.busy = true;
-    if (!launches_before_.empty()) {
+    if (host_) {
       // The host has not launched it yet: the stream waits for it. The step
-      // starts as its first kernel is launched.
-      const Nanoseconds launched{costs_.host_launch.count * launches_before_[(*st.queue)[st.head]]};
+      // starts as its first kernel is launched; a task after a sync the host
+      // still waits for is launched once the sync ends (finish() pokes).
+      const std::optional<Nanoseconds> when = host_->launched(s / plan::kStreamCount, (*st.queue)[st.head]);
+      if (!when) {
+        st.busy = false;
+        return;
+      }
+      const Nanoseconds launched = *when;
       if (launched > now_) {
         if (in.representative && s % plan::kStreamCount == static_cast<std::size_t>(plan::Stream::kCompute)) {
           host_wait_[in.simulated].count += (launched - now_).count;
@@ -285,24 +299,6 @@ class Replay {
     begin(id);
   }
 
-  // The host issues each rank's kernels and collectives in program order,
-  // one every host_launch, from the step's start: nothing in a step makes it
-  // wait for the GPU (a loss read with .item() comes after the step). Per
-  // template task, the launches its rank issued before it.
-  void count_launches(const std::vector<int>& sim_of_rank) {
-    launches_before_.assign(g_.tasks.size(), 0);
-    std::vector<std::uint32_t> issued(g_.simulated.size(), 0);
-    for (std::uint32_t id = 0; id < g_.tasks.size(); ++id) {
-      const Task& t = g_.tasks[id];
-      if (!ordered(t)) continue;
-      std::uint32_t& n = issued[static_cast<std::size_t>(sim_of_rank[static_cast<std::size_t>(t.rank)])];
-      launches_before_[id] = n;
-      n += t.kind == TaskKind::kCompute ? costs_.kernel_launches[static_cast<std::size_t>(t.payload)] : 1;
-    }
-    host_wait_.assign(g_.simulated.size(), Nanoseconds{0});
-    host_stretch_.assign(g_.simulated.size(), Nanoseconds{0});
-  }
-
   void begin(std::uint32_t id) {
     const auto& t = task(id);
     if (t.kind == TaskKind::kCompute) {
@@ -311,12 +307,12 @@ class Replay {
         d = {static_cast<std::int64_t>(std::llround(static_cast<double>(d.count) /
                                                     costs_.rank_speed[static_cast<std::size_t>(t.rank)]))};
       }
-      if (!launches_before_.empty()) {
+      if (host_) {
         // Its last kernel cannot end before the host has launched it (the
         // host may be far ahead already: then nothing changes).
         const std::uint32_t launches = costs_.kernel_launches[static_cast<std::size_t>(t.payload)];
-        const Nanoseconds last_launched{costs_.host_launch.count *
-                                        (launches_before_[template_id(id)] + (launches > 0 ? launches - 1 : 0))};
+        const Nanoseconds last_launched =
+            *host_->launched(instance_index(id), template_id(id), launches > 0 ? launches - 1 : 0);
         if (now_ + d < last_launched) {
           const Instance& in = instances_[instance_index(id)];
           if (in.representative) host_stretch_[in.simulated].count += (last_launched - now_ - d).count;
@@ -512,6 +508,11 @@ class Replay {
       ++st.head;
       poke(stream_of(t));
     }
+    if (host_ && host_->ended(instance_index(id), tid, now_)) {
+      // The host goes on launching: the rank's streams may start again.
+      const std::size_t first = instance_index(id) * plan::kStreamCount;
+      for (std::size_t s = first; s < first + plan::kStreamCount; ++s) poke(s);
+    }
   }
 
   void change_memory(const Task& t, core::Bytes delta) {
@@ -545,7 +546,7 @@ class Replay {
   std::unordered_map<int, Server> servers_;
   std::vector<core::Bytes> in_use_;
   bool contended_ = false;
-  std::vector<std::uint32_t> launches_before_;  ///< per template task (empty: launches cost the GPU nothing)
+  std::optional<HostClock> host_;  ///< none: launches cost the GPU nothing
   std::vector<Nanoseconds> host_wait_;          ///< per simulated rank: its compute stream waiting for the host
   std::vector<Nanoseconds> host_stretch_;       ///< per simulated rank: its kernels waiting for their later launches
   std::vector<std::vector<Running>> running_;  ///< per simulated rank
