@@ -151,9 +151,10 @@ struct Strategy {
   }
   /// What the host takes to issue one kernel or collective: a GPU kernel
   /// cannot start before the host has launched it. The host runs ahead of the
-  /// GPU from the step's start (nothing in a step waits for the GPU), so this
-  /// shows only where kernels are shorter than their launches: small models,
-  /// small micro-batches. 50 us is what an eager PyTorch training step
+  /// GPU from the step's start and waits for it only at a sync (Megatron-Core's
+  /// MoE dispatcher: plan::Kernel::host_sync), so this shows only where
+  /// kernels are shorter than their launches: small models, small
+  /// micro-batches, small experts. 50 us is what an eager PyTorch training step
   /// spends on the host per kernel it runs, Python modules, autograd and the
   /// optimizer included (11.5 ms for 230 kernels, profiled on an H100's host;
   /// a bare op launches in 7 us: README, Validation, "Modelled: the host
