@@ -1,5 +1,3 @@
-#include <cstdio>
-#include <cstdlib>
 #include "dtsim/sim/replay.hpp"
 
 #include <algorithm>
@@ -86,7 +84,6 @@ TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_mod
         gemm_spans.emplace_back(total.value(), (total + t).value());
       }
       total += t;
-      if (std::getenv("DTSIM_DEBUG_OPS")) std::fprintf(stderr, "OP kernel=%zu kind=%d m=%lld n=%lld k=%lld batch=%lld flops=%.4g bytes=%.4g fused=%d bwd=%d t_us=%.2f\n", costs.kernel.size(), (int)w.kind, (long long)w.gemm.m, (long long)w.gemm.n, (long long)w.gemm.k, (long long)w.gemm.batch, w.flops.value(), w.bytes_moved.value(), (int)w.fused, (int)w.backward, t.value()*1e6);
       by_kind[static_cast<std::size_t>(w.kind)] += t.value();
     }
     if (total.value() > 0) {
