@@ -33,7 +33,6 @@ HostClock::HostClock(const plan::TaskGraph& graph, Nanoseconds host_launch,
     issued[sim] += compute ? kernel_launches[static_cast<std::size_t>(t.payload)] : 1;
     if (compute && graph.kernels[static_cast<std::size_t>(t.payload)].host_sync) {
       is_sync_[id] = 1;
-      has_syncs_ = true;
       segment_launches_[sim].push_back(issued[sim]);  // the next segment starts after its launches
     }
   }

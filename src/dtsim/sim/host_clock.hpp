@@ -31,8 +31,6 @@ class HostClock {
   /// Template task `id` ended at `now` on `instance`: true when it was a sync,
   /// which lets the host issue the tasks after it.
   bool ended(std::size_t instance, std::uint32_t id, core::Nanoseconds now);
-  /// Whether any kernel of the graph is a sync (otherwise launched() is never nullopt).
-  [[nodiscard]] bool has_syncs() const { return has_syncs_; }
 
  private:
   core::Nanoseconds host_launch_;
@@ -42,7 +40,6 @@ class HostClock {
   std::vector<std::vector<std::uint32_t>> segment_launches_;  ///< per simulated rank, per segment: launches before it
   std::vector<std::uint32_t> sim_of_instance_;
   std::vector<std::vector<core::Nanoseconds>> segment_start_;  ///< per instance: known segments' start
-  bool has_syncs_ = false;
 };
 
 }  // namespace dtsim::sim
