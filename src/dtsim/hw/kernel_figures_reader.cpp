@@ -150,8 +150,7 @@ KernelFigures read_kernel_figures(core::JsonReader r) {
     };
     f.megatron_attention = known("megatron");
     f.pytorch_attention = known("pytorch");
-    // Why those two: optional, since the kernels' own sources usually say it.
-    if (attention->has("source")) f.attention_choice_source = attention->string("source");
+    attention->ignore("source");  // optional: why those two
     attention->finish();
   }
   if (auto sustained = r.optional_object("sustained")) f.sustained = read_sustained(std::move(*sustained));

@@ -57,10 +57,6 @@ int k_alignment_bytes(std::int64_t k, double operand_bytes) {
   return alignment;
 }
 
-double KernelFigures::misaligned_k_efficiency(std::int64_t k, double operand_bytes) const {
-  return misaligned_efficiency(k_alignment_bytes(k, operand_bytes));
-}
-
 double KernelFigures::misaligned_efficiency(int alignment) const {
   if (misaligned_k.empty() || alignment >= 16) return 1.0;
   // The measured class at or below this alignment; below every measured one, the smallest.

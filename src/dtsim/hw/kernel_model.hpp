@@ -137,7 +137,6 @@ struct KernelFigures {
   std::vector<AttentionKernel> attention;
   std::string megatron_attention;   ///< the fused kernel Megatron-Core / Transformer Engine runs here
   std::string pytorch_attention;    ///< the one PyTorch's scaled_dot_product_attention runs here
-  std::string attention_choice_source;  ///< where the two choices come from; may be empty
   std::optional<SustainedRate> sustained;  ///< none measured: the burst rate is held
   std::string file;                 ///< where the figures were read
 
@@ -145,11 +144,9 @@ struct KernelFigures {
   [[nodiscard]] const AttentionKernel* find_attention(std::string_view name) const;
   /// "flash2, flash1, triton", or "none": for error messages.
   [[nodiscard]] std::string attention_names() const;
-  /// The share of the aligned rate a GEMM of inner dimension k runs at: 1
-  /// when k x operand bytes is a multiple of 16, or no rate was measured.
-  [[nodiscard]] double misaligned_k_efficiency(std::int64_t k, double operand_bytes) const;
-  /// The same for a GEMM whose least aligned leading dimension is
-  /// `alignment_bytes` (k_alignment_bytes of it).
+  /// The share of the aligned rate a GEMM runs at whose least aligned
+  /// leading dimension is `alignment_bytes` (k_alignment_bytes of it): 1 when
+  /// it is 16, or no rate was measured.
   [[nodiscard]] double misaligned_efficiency(int alignment_bytes) const;
 };
 
