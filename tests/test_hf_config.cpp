@@ -203,6 +203,36 @@ TEST(WorkloadJson, HeadSizeAndSharedExpertsAreKeysOfItsOwn) {
             "config.json: /shared_ffn: expected experts > 0: shared experts run beside routed ones");
 }
 
+// Attention dropout, which unfused attention pays for: each family's key
+// and, where the file leaves it out, its config class's default (Llama's
+// names: none; GPT-2 and BERT: 0.1); dtsim's own files default to 0.1.
+TEST(HfConfig, AttentionDropoutPerFamily) {
+  const char* llama = R"({"model_type": "llama", "hidden_size": 1024, "intermediate_size": 4096, "num_attention_heads": 8,
+      "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 2048})";
+  EXPECT_DOUBLE_EQ(load(llama).transformer->attention_dropout, 0.0);
+  EXPECT_DOUBLE_EQ(load(R"({"model_type": "qwen2", "hidden_size": 1024, "intermediate_size": 4096, "num_attention_heads": 8,
+      "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 2048, "attention_dropout": 0.05})")
+                       .transformer->attention_dropout,
+                   0.05);
+  EXPECT_DOUBLE_EQ(load(R"({"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 2, "n_positions": 1024,
+      "vocab_size": 50257})").transformer->attention_dropout, 0.1);
+  EXPECT_DOUBLE_EQ(load(R"({"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 2, "n_positions": 1024,
+      "vocab_size": 50257, "attn_pdrop": 0.0})").transformer->attention_dropout, 0.0);
+  EXPECT_DOUBLE_EQ(load(R"({"model_type": "bert", "hidden_size": 768, "intermediate_size": 3072, "num_attention_heads": 12,
+      "num_hidden_layers": 2, "vocab_size": 30522, "max_position_embeddings": 512,
+      "attention_probs_dropout_prob": 0.2})").transformer->attention_dropout, 0.2);
+  EXPECT_DOUBLE_EQ(load(R"({"name": "x", "kind": "transformer", "layers": 2, "hidden": 1024, "heads": 8, "vocab": 1000,
+      "seq_len": 128})").transformer->attention_dropout, 0.1);
+  EXPECT_DOUBLE_EQ(load(R"({"name": "x", "kind": "transformer", "layers": 2, "hidden": 1024, "heads": 8, "vocab": 1000,
+      "seq_len": 128, "attention_dropout": 0})").transformer->attention_dropout, 0.0);
+  EXPECT_EQ(load_error(R"({"name": "x", "kind": "transformer", "layers": 2, "hidden": 1024, "heads": 8, "vocab": 1000,
+        "seq_len": 128, "attention_dropout": 1})"),
+            "config.json: /attention_dropout: expected a probability from 0 up to 1 (not 1), got 1");
+  EXPECT_EQ(load_error(R"({"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 2, "n_positions": 1024,
+      "vocab_size": 50257, "attn_pdrop": -0.1})"),
+            "config.json: /attn_pdrop: expected a probability from 0 up to 1 (not 1), got -0.1");
+}
+
 TEST(HfConfig, SlidingWindowsPerFamily) {
   auto windows = [](const model::Graph& g) {
     std::vector<std::int64_t> out;

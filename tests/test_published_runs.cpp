@@ -139,8 +139,9 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
                                                {"megatron-core-h100", 0.125},
                                                // without the fused kernels of 2021 (fusions=off): 7.4% to 5.0%
                                                {"megatron-lm-2020", 0.055},
-                                               // with its authors' arguments (examples/sc21/): 7.6% to 10.8%
-                                               {"megatron-sc21", 0.11}};
+                                               // with its authors' arguments (examples/sc21/): 7.6% to 10.8%;
+                                               // the dropout mask's traffic: 10.0%
+                                               {"megatron-sc21", 0.105}};
   for (const auto& [name, s] : by_source) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name)) << name << " (issue 12's target: 0.05)";
@@ -164,7 +165,8 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // 8.5% and 29.9% became 11.0% and 31.2%
                                               {"ml-engineering", {0.22, 0.32}},
                                               // Korthikanti et al.'s runs, optimistic on every row like SC'21's
-                                              {"megatron-2022", {0.065, 0.11}},
+                                              // (6.2% and 10.4%, 5.7% and 9.2% with the dropout mask's traffic)
+                                              {"megatron-2022", {0.06, 0.10}},
                                               // worst: the GB300 and the GB200 (Blackwell Ultra's doubled
                                               // exponent rate for attention and 1,400 W dtsim takes as the
                                               // B300's), then the 405B on 128 B200s; GEMM rows divided by

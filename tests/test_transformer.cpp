@@ -132,7 +132,8 @@ TEST(LayerGraph, LinearReadsItsWeightsOncePerMicroBatch) {
 
 // The causal mask reaches the attention op, and fused attention's backward
 // is 2.5x its forward; unfused attention streams its scores as the
-// framework does: Megatron's fused softmax in fewer passes than PyTorch eager.
+// framework does: Megatron's fused softmax in fewer passes than PyTorch eager,
+// with dropout's 1-byte mask written forward and read backward.
 TEST(Transformer, AttentionCarriesTheMaskAndTheFrameworksPasses) {
   model::TransformerConfig c;
   c.name = "t";
@@ -154,16 +155,54 @@ TEST(Transformer, AttentionCarriesTheMaskAndTheFrameworksPasses) {
   std::vector<plan::Kernel> kernels;
   plan::LayerSteps eager(g, pytorch_eager, kernels);
   plan::LayerSteps megatron(g, megatron_core, kernels);
-  const double scores_bytes = 8.0 * 2048 * 2048 * 2;
-  EXPECT_DOUBLE_EQ(eager.work(*core, false).bytes_moved.value(), 8 * scores_bytes);
-  EXPECT_DOUBLE_EQ(megatron.work(*core, false).bytes_moved.value(), 4 * scores_bytes);
+  const double scores = 8.0 * 2048 * 2048;
+  const double scores_bytes = scores * 2, mask_bytes = scores;
+  EXPECT_DOUBLE_EQ(eager.work(*core, false).bytes_moved.value(), 8 * scores_bytes + mask_bytes);
+  EXPECT_DOUBLE_EQ(megatron.work(*core, false).bytes_moved.value(), 4 * scores_bytes + mask_bytes);
   // Megatron-LM without its fusions (2020): a masked_fill_ and PyTorch's softmax.
   plan::ResolvedStrategy unfused_megatron = megatron_core;
   unfused_megatron.s.fusions = false;
   plan::LayerSteps megatron_2020(g, unfused_megatron, kernels);
-  EXPECT_DOUBLE_EQ(megatron_2020.work(*core, false).bytes_moved.value(), 6 * scores_bytes);
-  EXPECT_DOUBLE_EQ(megatron_2020.work(*core, true).bytes_moved.value(), 7 * scores_bytes);
-  EXPECT_DOUBLE_EQ(megatron.work(*core, true).bytes_moved.value(), 5 * scores_bytes);
+  EXPECT_DOUBLE_EQ(megatron_2020.work(*core, false).bytes_moved.value(), 6 * scores_bytes + mask_bytes);
+  EXPECT_DOUBLE_EQ(megatron_2020.work(*core, true).bytes_moved.value(), 7 * scores_bytes + mask_bytes);
+  EXPECT_DOUBLE_EQ(megatron.work(*core, true).bytes_moved.value(), 5 * scores_bytes + mask_bytes);
+  // The backward keeps the softmax output, the dropped-out probabilities and the mask.
+  EXPECT_DOUBLE_EQ(core->saved.score_elements, 2 * scores);
+  EXPECT_DOUBLE_EQ(core->saved.score_mask.value(), mask_bytes);
+}
+
+// Without attention dropout (Llama's attention_dropout 0.0) unfused attention
+// runs no dropout: two passes fewer each way, no mask to stream or keep, and
+// the softmax output serves both backward GEMMs.
+TEST(Transformer, AttentionWithoutDropoutSkipsItsPassesAndMask) {
+  model::TransformerConfig c;
+  c.name = "t";
+  c.layers = 1;
+  c.hidden = 1024;
+  c.heads = 8;
+  c.kv_heads = 8;
+  c.ffn_hidden = 4096;
+  c.vocab = 1000;
+  c.seq_len = 2048;
+  c.attention_dropout = 0.0;
+  const model::Graph g = model::build_transformer(c);
+  const model::Op* core = nullptr;
+  for (const model::Op& op : g.layers[1].ops) core = op.kind == model::OpKind::kAttention ? &op : core;
+  ASSERT_NE(core, nullptr);
+  EXPECT_FALSE(core->score_dropout);
+  plan::ResolvedStrategy pytorch_eager, megatron_core;
+  pytorch_eager.s.flash_attention = megatron_core.s.flash_attention = false;
+  megatron_core.s.framework = plan::Framework::kMegatron;
+  std::vector<plan::Kernel> kernels;
+  plan::LayerSteps eager(g, pytorch_eager, kernels);
+  plan::LayerSteps megatron(g, megatron_core, kernels);
+  const double scores = 8.0 * 2048 * 2048;
+  EXPECT_DOUBLE_EQ(eager.work(*core, false).bytes_moved.value(), 6 * 2 * scores);
+  EXPECT_DOUBLE_EQ(eager.work(*core, true).bytes_moved.value(), 7 * 2 * scores);
+  EXPECT_DOUBLE_EQ(megatron.work(*core, false).bytes_moved.value(), 2 * 2 * scores);  // the fused softmax alone
+  EXPECT_DOUBLE_EQ(megatron.work(*core, true).bytes_moved.value(), 3 * 2 * scores);
+  EXPECT_DOUBLE_EQ(core->saved.score_elements, scores);
+  EXPECT_DOUBLE_EQ(core->saved.score_mask.value(), 0.0);
 }
 
 // Megatron-LM's bias+GeLU and bias+dropout+add kernels, and the chains of

@@ -63,6 +63,9 @@ struct Op {
   /// Unfused attention: elements of the s x s scores (all heads, per sample)
   /// that each pass over them moves; how many passes is the framework's.
   double score_elements = 0;
+  /// Unfused attention that drops out its probabilities (attention dropout
+  /// above 0): the dropout's passes over the scores and its 1-byte mask.
+  bool score_dropout = false;
   /// Attention with a causal mask: only the lower triangle is computed (model
   /// FLOPs still count the whole square, as the published formulas do).
   bool causal = false;
@@ -124,6 +127,7 @@ struct TransformerShape {
   /// Encoder-decoder models (T5): the decoder's blocks, counted in `layers` too; 0 otherwise.
   std::int64_t decoder_layers = 0;
   std::int64_t decoder_seq_len = 0;  ///< the decoder's tokens per sample (seq_len is the encoder's)
+  double attention_dropout = 0;      ///< on the attention probabilities (TransformerConfig::attention_dropout)
 };
 
 struct Graph {

@@ -1,5 +1,5 @@
 // Hugging Face config.json. Its files carry many keys dtsim has no use for
-// (token ids, dropout rates, rope frequencies), so unknown keys are not
+// (token ids, rope frequencies, dropout rates but attention's), so unknown keys are not
 // errors here, unlike dtsim's own formats; the keys that set the shape are
 // required. Each family reads its own key names into one TransformerConfig.
 #include <algorithm>
@@ -71,6 +71,8 @@ TransformerConfig llama_keys(core::JsonReader& r, const LoadOptions& options) {
   c.norm = NormKind::kRmsNorm;
   c.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
   c.learned_positions = false;
+  // LlamaConfig and the classes that kept its names default to none.
+  c.attention_dropout = dropout_or(r, "attention_dropout", 0.0);
   return c;
 }
 
@@ -127,6 +129,7 @@ TransformerConfig gpt2(core::JsonReader& r, const LoadOptions& options) {
   c.tied_embeddings = true;
   c.learned_positions = true;
   c.linear_bias = true;
+  c.attention_dropout = dropout_or(r, "attn_pdrop", 0.1);  // GPT2Config's default
   return c;
 }
 
@@ -163,6 +166,7 @@ TransformerConfig falcon(core::JsonReader& r, const LoadOptions& options) {
   c.rotary = !r.boolean_or("alibi", false);
   c.shared_norm = r.boolean_or("parallel_attn", true) && !new_architecture;
   c.linear_bias = r.boolean_or("bias", false);
+  c.attention_dropout = dropout_or(r, "attention_dropout", 0.0);  // FalconConfig's default
   return c;
 }
 
@@ -179,6 +183,7 @@ TransformerConfig bert(core::JsonReader& r, const LoadOptions& options) {
   c.linear_bias = true;
   c.type_vocab = present(r, "type_vocab_size") ? r.count("type_vocab_size", kMaxVocab) : 0;
   c.mlm_head = true;
+  c.attention_dropout = dropout_or(r, "attention_probs_dropout_prob", 0.1);  // BertConfig's default
   return c;
 }
 
@@ -240,6 +245,7 @@ TransformerConfig t5(core::JsonReader& r, const LoadOptions& options) {
   c.learned_positions = false;
   c.rotary = false;
   c.causal = false;  // the encoder's; the decoder's blocks are causal
+  c.attention_dropout = dropout_or(r, "dropout_rate", 0.1);  // T5Config's; T5Attention drops out its weights at it
   if (options.seq_len) {
     c.seq_len = *options.seq_len;
     c.decoder_seq_len = std::max<std::int64_t>(1, (*options.seq_len * kT5Targets + kT5Inputs / 2) / kT5Inputs);

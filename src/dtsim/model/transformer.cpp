@@ -51,6 +51,19 @@ double bias(const TransformerConfig& c, std::int64_t width) {
   return c.linear_bias ? static_cast<double>(width) : 0.0;
 }
 
+// The s x s scores of unfused attention, all heads of a sample: what its
+// passes move and what its backward keeps (the softmax output; with
+// dropout also the dropped-out probabilities and their 1-byte mask, which
+// Korthikanti et al.'s 5as^2b counts). Without dropout the softmax output
+// serves both backward GEMMs.
+void set_scores(Op& core, const TransformerConfig& c, double scores) {
+  const bool dropout = c.attention_dropout > 0;
+  core.score_elements = scores;
+  core.score_dropout = dropout;
+  core.saved.score_elements = (dropout ? 2 : 1) * scores;
+  core.saved.score_mask = Bytes(dropout ? scores : 0);
+}
+
 // The residual's dropout and add, after the output projection's bias where
 // the linear layers have one: one fused kernel under Megatron-LM.
 Op::Pattern residual_pattern(const TransformerConfig& c) {
@@ -150,10 +163,8 @@ void add_attention(Layer& layer, const TransformerConfig& c, std::int64_t window
   core.forward_elements_moved = 4.0 * sq;
   core.backward_elements_moved = 8.0 * sq;
   core.weight_elements_moved = 0;
-  core.score_elements = scores;
   core.saved.sharded_elements = sq + static_cast<double>(s * kv_width);  // Q, K, V
-  core.saved.score_elements = 2 * scores;                                 // softmax and dropout outputs
-  core.saved.score_mask = Bytes(scores);                                  // dropout mask
+  set_scores(core, c, scores);
   layer.ops.push_back(core);
 
   Op proj = gemm_op("attn.proj", TensorSplit::kSharded, {s, h, out_width, 1});
@@ -196,10 +207,8 @@ void add_cross_attention(Layer& layer, const TransformerConfig& c, std::int64_t 
   core.forward_elements_moved = 2.0 * sw + 2.0 * ew;  // Q and K, V in; the output out
   core.backward_elements_moved = 2.0 * core.forward_elements_moved;
   core.weight_elements_moved = 0;
-  core.score_elements = scores;
   core.saved.sharded_elements = sw + 2.0 * ew;
-  core.saved.score_elements = 2 * scores;
-  core.saved.score_mask = Bytes(scores);
+  set_scores(core, c, scores);
   layer.ops.push_back(core);
   Op proj = gemm_op("xattn.proj", TensorSplit::kSharded, {s, h, width, 1});
   proj.params = static_cast<double>(width * h);
@@ -394,7 +403,8 @@ Graph build_transformer(const TransformerConfig& config) {
                                        config.top_k,
                                        config.head_size(),
                                        config.decoder_layers,
-                                       config.decoder_seq_len};
+                                       config.decoder_seq_len,
+                                       config.attention_dropout};
   graph.layers.reserve(static_cast<std::size_t>(config.layers + config.decoder_layers) + 2);
   graph.layers.push_back(embedding(config));
   if (config.decoder_layers > 0) {

@@ -45,6 +45,12 @@ struct TransformerConfig {
   std::int64_t experts = 0;        ///< 0: dense MLP
   std::int64_t top_k = 0;
   bool causal = true;  ///< decoders mask future tokens; encoders (BERT) attend both ways
+  /// Dropout on the attention probabilities. Only unfused attention pays for
+  /// it (two more passes over the s x s scores each way and a 1-byte mask,
+  /// in time and in saved activations); a fused kernel drops out inside.
+  /// GPT-2, BERT and Megatron-LM train with 0.1, Llama and most later
+  /// decoders with none.
+  double attention_dropout = 0.1;
   /// Width of the shared experts' MLP (Qwen2-MoE, DeepSeek): a dense MLP
   /// every token runs beside its routed experts; 0: none.
   std::int64_t shared_ffn = 0;

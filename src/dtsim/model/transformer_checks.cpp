@@ -27,4 +27,11 @@ void check_transformer(const TransformerConfig& c, const core::JsonReader& r, co
   }
 }
 
+double dropout_or(core::JsonReader& r, const char* key, double fallback) {
+  if (!r.has(key) || r.raw().at(key).is_null()) return fallback;
+  const double p = r.number(key);
+  if (!(p >= 0 && p < 1)) r.fail(key, fmt::format("expected a probability from 0 up to 1 (not 1), got {}", p));
+  return p;
+}
+
 }  // namespace dtsim::model

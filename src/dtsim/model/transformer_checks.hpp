@@ -10,4 +10,8 @@ namespace dtsim::model {
 void check_transformer(const TransformerConfig& c, const core::JsonReader& reader,
                        const char* heads_key = "heads", const char* kv_heads_key = "kv_heads");
 
+/// A dropout probability at `key` (0 <= p < 1), or `fallback` where the
+/// file leaves it out or writes null.
+double dropout_or(core::JsonReader& reader, const char* key, double fallback);
+
 }  // namespace dtsim::model

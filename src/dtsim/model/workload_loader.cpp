@@ -37,6 +37,7 @@ Graph load_transformer(core::JsonReader& r, const LoadOptions& options) {
     if (c.experts == 0) r.fail("shared_ffn", "expected experts > 0: shared experts run beside routed ones");
   }
   c.causal = r.boolean_or("causal", true);
+  c.attention_dropout = dropout_or(r, "attention_dropout", 0.1);
   // Multi-head latent attention: kv_lora_rank turns it on; head_dim is then the query-key head size.
   if (r.has("kv_lora_rank")) {
     c.kv_lora_rank = r.count("kv_lora_rank", kMaxHidden);

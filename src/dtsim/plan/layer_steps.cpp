@@ -119,7 +119,12 @@ Bytes LayerSteps::bytes_moved(const model::Op& op, bool backward, double samples
     return Bytes(qkvo * act_bytes_ * samples * (backward ? 2 : 1));
   }
   if (op.kind == model::OpKind::kAttention) {
-    return Bytes(op.score_elements * score_passes(backward) * act_bytes_ * samples);
+    // Dropout keeps a mask of one byte a score (PyTorch's native_dropout
+    // returns it as a bool tensor, the fused_dropout of 2020-2021 as uint8):
+    // the forward writes it, the backward reads it, and the activation
+    // memory holds it (model::SavedActivations::score_mask).
+    const double mask_bytes = op.score_dropout ? 1.0 : 0.0;
+    return Bytes(op.score_elements * (score_passes(backward, op.score_dropout) * act_bytes_ + mask_bytes) * samples);
   }
   if (op.kind == model::OpKind::kLoss && r_.s.fused_loss) {
     // Transformer Engine's Triton cross entropy (v2.9): the online softmax
@@ -160,10 +165,13 @@ Bytes LayerSteps::bytes_moved(const model::Op& op, bool backward, double samples
 // their GEMM) the mask is a masked_fill_ of its own (read, write) and
 // softmax a PyTorch kernel, forward and backward. PyTorch eager runs scale,
 // mask, softmax and dropout as four kernels and their backwards as four more.
-double LayerSteps::score_passes(bool backward) const {
-  if (r_.s.framework == Framework::kMegatron && r_.s.fusions) return backward ? 5.0 : 4.0;
-  if (r_.s.framework == Framework::kMegatron) return backward ? 7.0 : 6.0;
-  return backward ? 9.0 : 8.0;
+// Without attention dropout (Llama and most later decoders) its two passes
+// each way are not run: PyTorch returns the input of a dropout of p = 0.
+double LayerSteps::score_passes(bool backward, bool dropout) const {
+  const double without_dropout = dropout ? 0.0 : 2.0;
+  if (r_.s.framework == Framework::kMegatron && r_.s.fusions) return (backward ? 5.0 : 4.0) - without_dropout;
+  if (r_.s.framework == Framework::kMegatron) return (backward ? 7.0 : 6.0) - without_dropout;
+  return (backward ? 9.0 : 8.0) - without_dropout;
 }
 
 // A chain the framework runs as separate kernels instead of one fused
