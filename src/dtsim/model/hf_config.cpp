@@ -1,5 +1,5 @@
 // Hugging Face config.json. Its files carry many keys dtsim has no use for
-// (token ids, rope frequencies, dropout rates but attention's), so unknown keys are not
+// (token ids, rope frequencies, dropout rates other than attention's), so unknown keys are not
 // errors here, unlike dtsim's own formats; the keys that set the shape are
 // required. Each family reads its own key names into one TransformerConfig.
 #include <algorithm>
