@@ -130,11 +130,8 @@ TEST(LayerGraph, LinearReadsItsWeightsOncePerMicroBatch) {
   EXPECT_DOUBLE_EQ(backward.bytes_moved.value(), (2 * 64.0 * (1024 + 4096) + 2 * 1024.0 * 4096) * 2);
 }
 
-// The causal mask reaches the attention op, and fused attention's backward
-// is 2.5x its forward; unfused attention streams its scores as the
-// framework does: Megatron's fused softmax in fewer passes than PyTorch eager,
-// with dropout's 1-byte mask written forward and read backward.
-TEST(Transformer, AttentionCarriesTheMaskAndTheFrameworksPasses) {
+// One block of 8 heads over 2048 tokens (hidden 1024), for the attention tests.
+model::Graph one_block(double attention_dropout) {
   model::TransformerConfig c;
   c.name = "t";
   c.layers = 1;
@@ -144,9 +141,24 @@ TEST(Transformer, AttentionCarriesTheMaskAndTheFrameworksPasses) {
   c.ffn_hidden = 4096;
   c.vocab = 1000;
   c.seq_len = 2048;
-  const model::Graph g = model::build_transformer(c);
+  c.attention_dropout = attention_dropout;
+  return model::build_transformer(c);
+}
+
+// The block's attention op (QK^T, softmax, scores V).
+const model::Op* attention_core(const model::Graph& g) {
   const model::Op* core = nullptr;
   for (const model::Op& op : g.layers[1].ops) core = op.kind == model::OpKind::kAttention ? &op : core;
+  return core;
+}
+
+// The causal mask reaches the attention op, and fused attention's backward
+// is 2.5x its forward; unfused attention streams its scores as the
+// framework does: Megatron's fused softmax in fewer passes than PyTorch eager,
+// with dropout's 1-byte mask written forward and read backward.
+TEST(Transformer, AttentionCarriesTheMaskAndTheFrameworksPasses) {
+  const model::Graph g = one_block(0.1);
+  const model::Op* core = attention_core(g);
   ASSERT_NE(core, nullptr);
   EXPECT_TRUE(core->causal);
   plan::ResolvedStrategy pytorch_eager, megatron_core;  // LayerSteps keeps a reference: one each
@@ -175,19 +187,8 @@ TEST(Transformer, AttentionCarriesTheMaskAndTheFrameworksPasses) {
 // runs no dropout: two passes fewer each way, no mask to stream or keep, and
 // the softmax output serves both backward GEMMs.
 TEST(Transformer, AttentionWithoutDropoutSkipsItsPassesAndMask) {
-  model::TransformerConfig c;
-  c.name = "t";
-  c.layers = 1;
-  c.hidden = 1024;
-  c.heads = 8;
-  c.kv_heads = 8;
-  c.ffn_hidden = 4096;
-  c.vocab = 1000;
-  c.seq_len = 2048;
-  c.attention_dropout = 0.0;
-  const model::Graph g = model::build_transformer(c);
-  const model::Op* core = nullptr;
-  for (const model::Op& op : g.layers[1].ops) core = op.kind == model::OpKind::kAttention ? &op : core;
+  const model::Graph g = one_block(0.0);
+  const model::Op* core = attention_core(g);
   ASSERT_NE(core, nullptr);
   EXPECT_FALSE(core->score_dropout);
   plan::ResolvedStrategy pytorch_eager, megatron_core;

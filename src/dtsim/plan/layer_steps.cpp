@@ -168,10 +168,8 @@ Bytes LayerSteps::bytes_moved(const model::Op& op, bool backward, double samples
 // Without attention dropout (Llama and most later decoders) its two passes
 // each way are not run: PyTorch returns the input of a dropout of p = 0.
 double LayerSteps::score_passes(bool backward, bool dropout) const {
-  const double without_dropout = dropout ? 0.0 : 2.0;
-  if (r_.s.framework == Framework::kMegatron && r_.s.fusions) return (backward ? 5.0 : 4.0) - without_dropout;
-  if (r_.s.framework == Framework::kMegatron) return (backward ? 7.0 : 6.0) - without_dropout;
-  return (backward ? 9.0 : 8.0) - without_dropout;
+  const double forward = r_.s.framework != Framework::kMegatron ? 8.0 : r_.s.fusions ? 4.0 : 6.0;
+  return forward + (backward ? 1.0 : 0.0) - (dropout ? 0.0 : 2.0);
 }
 
 // A chain the framework runs as separate kernels instead of one fused
