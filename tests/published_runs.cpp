@@ -266,6 +266,34 @@ void megatron_2022(const json& c, std::vector<Case>& out) {
   out.push_back(k);
 }
 
+// torchtitan's April 2024 runs on 64 A100s (docs/performance.md): FSDP2
+// over bf16 parameters with gradients reduce-scattered in fp32, PyTorch's
+// SDPA (FlashAttention-2 on the A100), foreach AdamW, eager mode. Only the
+// rows whose recomputation dtsim runs as torchtitan does: none or full
+// (its per-op selective policy is not one of dtsim's modes).
+void torchtitan(const json& c, std::vector<Case>& out) {
+  const json& m = c["model"];
+  const int seq = c["seq_len"], gpus = c["gpus"], batch = c["local_batch"];
+  Case k;
+  k.id = c["id"];
+  k.source = "torchtitan";
+  k.generation = "A100";
+  k.model = json{{"name", k.id},        {"kind", "transformer"},   {"layers", m["layers"]},
+                 {"hidden", m["hidden"]}, {"heads", m["heads"]},    {"kv_heads", m["kv_heads"]},
+                 {"ffn_hidden", m["ffn_hidden"]}, {"vocab", m["vocab"]}, {"seq_len", seq},
+                 {"mlp", "swiglu"},      {"norm", "rmsnorm"},       {"positions", "rope"},
+                 {"tied_embeddings", false}, {"attention_dropout", 0.0}};
+  k.cluster = "dgx-a100";
+  k.gpus = gpus;
+  k.nodes = gpus / 8;
+  k.strategy = fmt::format("framework=pytorch,dp={},zero=3,mbs={},gbs={},dtype=bf16,grad_reduce=fp32,attention=flash,"
+                           "recompute={},optimizer=unfused",
+                           gpus, batch, gpus * batch, c["recompute"].get<std::string>());
+  k.metric = Metric::kTokensPerGpu;
+  k.measured = c["wps_per_gpu"];
+  out.push_back(k);
+}
+
 // One row of Megatron-Bridge's 25.11 table (tests/validation/megatron-bridge.json):
 // the table's layout; from the recipe, FP8 GEMMs, gradients reduced in bf16,
 // Transformer Engine's fused cross entropy, the distributed optimizer with
@@ -351,6 +379,8 @@ const std::vector<Source>& sources() {
                         "tp and pp); Selene's nodes as superpod-a100"},
       {"ml-engineering", "ZeRO-2 as dtsim's zero=2 (DeepSpeed's bucketing and its blocking parameter "
                                   "all-gather after the step as modelled)"},
+      {"torchtitan", "the 64 A100s as 8 dgx-a100 nodes (the document does not state the network); the norms as dtsim "
+                     "costs an RMSNorm (torchtitan's configs ran its Triton fused_rmsnorm for the 13B, PyTorch's for the 70Bs)"},
   };
   return all;
 }
@@ -389,6 +419,7 @@ std::vector<Case> outside_shared_cases() {
     const std::string id = c["id"];
     if (id.rfind("mleng_", 0) == 0) ml_engineering(c, out);
     if (id.rfind("korthikanti_", 0) == 0) megatron_2022(c, out);
+    if (id.rfind("torchtitan_", 0) == 0) torchtitan(c, out);
   }
   llm_foundry_table(load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "llm-foundry-mpt.json"), out);
   const json bridge = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "megatron-bridge.json");

@@ -151,12 +151,12 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
 }
 
 // Runs published outside ../shared, in the repository with their sources: the
-// H200 and B200 rows dtsim had no check on, and the 185 rows of llm-foundry's
+// H200 and B200 rows dtsim had no check on, torchtitan's FSDP2 runs, and the 185 rows of llm-foundry's
 // MPT tables that shared/ does not hold. The bounds hold today's error so it
 // cannot grow unseen (the README says where it comes from).
 TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
   const std::vector<Case> cases = validation::outside_shared_cases();
-  ASSERT_EQ(cases.size(), 2U + 8U + 185U + 11U);
+  ASSERT_EQ(cases.size(), 2U + 8U + 3U + 185U + 11U);
   const auto [by_source, all] = run_table(cases);
   struct Bound {
     double mean, worst;
@@ -183,7 +183,10 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               {"llm-foundry A100 80GB", {0.06, 0.40}},
                                               // worst: MPT-70B on 64 GPUs, which the source
                                               // itself puts at 276 tokens/s/GPU against 376 on 128
-                                              {"llm-foundry A100 40GB", {0.085, 0.53}}};
+                                              {"llm-foundry A100 40GB", {0.085, 0.53}},
+                                              // FSDP2 on 64 A100s, optimistic on every row like the
+                                              // llm-foundry FSDP rows (README, "torchtitan")
+                                              {"torchtitan", {0.12, 0.15}}};
   for (const auto& [name, s] : by_source) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name).mean) << name;
