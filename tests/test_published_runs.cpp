@@ -137,8 +137,10 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
                                                // the H100's GEMMs beside held SMs as measured (1.15-1.35x,
                                                // not a second wave's 2x): llm-foundry 9.9% to 12.1%
                                                {"megatron-core-h100", 0.125},
-                                               // without the fused kernels of 2021 (fusions=off): 7.4% to 5.0%
-                                               {"megatron-lm-2020", 0.055},
+                                               // without the fused kernels of 2021 (fusions=off): 7.4% to 5.0%;
+                                               // the V100 anchored on DeepBench's measured GEMMs: 1.9%, issue 12's
+                                               // 5% met
+                                               {"megatron-lm-2020", 0.05},
                                                // with its authors' arguments (examples/sc21/): 7.6% to 10.8%;
                                                // the dropout mask's traffic: 10.0%
                                                {"megatron-sc21", 0.105}};
@@ -146,7 +148,7 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name)) << name << " (issue 12's target: 0.05)";
   }
-  EXPECT_LE(all.mean(), 0.095);
+  EXPECT_LE(all.mean(), 0.09);
   EXPECT_EQ(all.n, 61);  // 50 cases of published-runs.json (one gives two ends) + 10 SC'21 rows
 }
 
