@@ -328,8 +328,10 @@ TEST(KernelModel, GemmMatchesTheCallsMeasuredOnAnH100) {
 // The V100's GEMMs against Baidu DeepBench's V100 table (cublasGemmEx on
 // the tensor cores, CUDA 10.1, a DGX-1's SXM2 parts): the anchor is the
 // table's fastest GEMM, and the training-sized rows (2 GFLOP or more, both
-// output sides 128 or more) hold the shape model. With the anchor of
-// before (74% of peak, measured on the PCIe part) they ran 12-21% slow.
+// output sides 128 or more) hold the shape figures fitted to them
+// (tests/validation/fit_gemm_v100.py): 5.2%, 6.2% with the estimates of
+// before. With the anchor of before (74% of peak, measured on the PCIe
+// part) they ran 12-21% slow, 17.5% on average.
 TEST(KernelModel, GemmMatchesDeepBenchsV100Table) {
   const auto path = std::filesystem::path(DTSIM_SOURCE_DIR) / "tests/validation/deepbench-v100.json";
   const nlohmann::json table = nlohmann::json::parse(std::ifstream(path));
@@ -350,7 +352,7 @@ TEST(KernelModel, GemmMatchesDeepBenchsV100Table) {
   }
   ASSERT_GE(n, 30);
   fmt::print("{} GEMMs: mean |time error| {:.1f}%\n", n, 100 * total / n);
-  EXPECT_LE(total / n, 0.08);
+  EXPECT_LE(total / n, 0.06);
   EXPECT_NEAR(v100.anchor_rate(hw::Dtype::kFp16).value(), fastest, 1e-3 * fastest);
 }
 

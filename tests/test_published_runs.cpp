@@ -138,8 +138,8 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
                                                // not a second wave's 2x): llm-foundry 9.9% to 12.1%
                                                {"megatron-core-h100", 0.125},
                                                // without the fused kernels of 2021 (fusions=off): 7.4% to 5.0%;
-                                               // the V100 anchored on DeepBench's measured GEMMs: 1.9%, issue 12's
-                                               // 5% met
+                                               // the V100 on DeepBench's measured GEMMs (anchor and fitted shape
+                                               // figures): 2.7%, issue 12's 5% met
                                                {"megatron-lm-2020", 0.05},
                                                // with its authors' arguments (examples/sc21/): 7.6% to 10.8%;
                                                // the dropout mask's traffic: 10.0%

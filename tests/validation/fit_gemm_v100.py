@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Fit the V100's GEMM shape figures (devices/V100-SXM2-32GB.json,
+kernel_model.gemm: the 128x128, 128x64 and 64x64 tiles' efficiencies and
+pipeline_k) to the cuBLAS GEMMs of Baidu DeepBench's V100 table
+(tests/validation/deepbench-v100.json), and print them.
+
+    tests/validation/fit_gemm_v100.py          # fit, print the figures and the error
+    tests/validation/fit_gemm_v100.py --check  # the error of the committed figures
+
+The model is dtsim's (hw::KernelModel::gemm_at), as tests/validation/fit_gemm.py
+writes it for the H100, without stream-K (Volta's cuBLAS has none): waves of
+tiles over the 80 SMs at (k + pipeline_k) per tile and the tile's efficiency,
+anchored on the table's fastest GEMM (the device file's anchor), never faster
+than its rate, HBM-bound when the operands' bytes take longer. The table's
+times are kernel calls averaged over 400 back-to-back runs, so the 4 us
+launch is part of what they measured. It minimises the mean
+|log(predicted / measured)| over the rows of training size (2 GFLOP or more,
+both output sides 128 or more; all transposes, which the model does not
+tell apart) by coordinate descent; standard library only.
+"""
+import json
+import math
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DEVICE = json.loads((ROOT / "devices/V100-SXM2-32GB.json").read_text())
+GEMM = DEVICE["kernel_model"]["gemm"]
+SMS = DEVICE["kernel_model"]["sms"]
+HBM_BYTES_PER_S = 900e9  # V100 SXM2 datasheet (devices/datasheets.json)
+MEMORY_FRACTION = DEVICE["kernel_model"]["memory"]["fraction"]
+LAUNCH_S = 4e-6
+NAMES = ["efficiency_128x128", "efficiency_128x64", "efficiency_64x64", "pipeline_k"]
+
+
+def rows():
+    table = json.loads((ROOT / "tests/validation/deepbench-v100.json").read_text())["rows"]
+    return [(r["m"], r["n"], r["k"], r["ms"] * 1e-3) for r in table
+            if 2.0 * r["m"] * r["n"] * r["k"] >= 2e9 and min(r["m"], r["n"]) >= 128]
+
+
+def tiles(p):
+    return [(256, 128, 1.0), (128, 128, p["efficiency_128x128"]), (128, 64, p["efficiency_128x64"]),
+            (64, 64, p["efficiency_64x64"])]
+
+
+def tile_work(p, m, n, k):
+    best = math.inf
+    for tm, tn, eff in tiles(p):
+        count = math.ceil(m / tm) * math.ceil(n / tn)
+        best = min(best, math.ceil(count / SMS) * 2.0 * tm * tn * (k + p["pipeline_k"]) / eff * SMS)
+    return best
+
+
+def anchor():
+    a = GEMM["anchors"][0]
+    return a["m"], a["n"], a["k"], float(a["rate"].split()[0]) * 1e12
+
+
+def model_seconds(p, m, n, k):
+    am, an, ak, rate = anchor()
+    busy = 2.0 * am * an * ak / rate - LAUNCH_S
+    core = tile_work(p, am, an, ak) / busy
+    ceiling = 2.0 * am * an * ak / busy
+    compute = max(tile_work(p, m, n, k) / core, 2.0 * m * n * k / ceiling)
+    memory = ((m * k + k * n) * 2 + m * n * 2) / (HBM_BYTES_PER_S * MEMORY_FRACTION)
+    return LAUNCH_S + max(compute, memory)
+
+
+def errors(p):
+    return [math.log(model_seconds(p, m, n, k) / t) for m, n, k, t in rows()]
+
+
+def loss(p):
+    e = errors(p)
+    return sum(abs(x) for x in e) / len(e)
+
+
+def fit():
+    p = committed()
+    bounds = {"efficiency_128x128": (0.5, 1.0), "efficiency_128x64": (0.3, 1.0), "efficiency_64x64": (0.2, 1.0),
+              "pipeline_k": (0, 2048)}
+    step = {"efficiency_128x128": 0.05, "efficiency_128x64": 0.05, "efficiency_64x64": 0.05, "pipeline_k": 64}
+    best = loss(p)
+    for _ in range(60):
+        improved = False
+        for name in NAMES:
+            for sign in (1, -1):
+                trial = dict(p)
+                lo, hi = bounds[name]
+                trial[name] = min(hi, max(lo, p[name] + sign * step[name]))
+                value = loss(trial)
+                if value < best - 1e-9:
+                    p, best, improved = trial, value, True
+        if not improved:
+            step = {k: v / 2 for k, v in step.items()}
+            if step["pipeline_k"] < 1:
+                break
+    return {k: (round(v) if k == "pipeline_k" else round(v, 2)) for k, v in p.items()}
+
+
+def committed():
+    by_shape = {(t["m"], t["n"]): t["efficiency"] for t in GEMM["tiles"]}
+    return {"efficiency_128x128": by_shape[(128, 128)], "efficiency_128x64": by_shape[(128, 64)],
+            "efficiency_64x64": by_shape[(64, 64)], "pipeline_k": GEMM["pipeline_k"]}
+
+
+def report(p):
+    e = errors(p)
+    signed = sum(e) / len(e)
+    print(json.dumps(p))
+    print(f"{len(e)} GEMMs: mean |error| {100 * loss(p):.1f}% (signed {100 * (math.exp(signed) - 1):+.1f}%, + slow), "
+          f"worst {100 * max(abs(x) for x in e):.1f}%")
+
+
+if __name__ == "__main__":
+    report(committed() if "--check" in sys.argv else fit())
