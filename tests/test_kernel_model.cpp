@@ -356,6 +356,27 @@ TEST(KernelModel, GemmMatchesDeepBenchsV100Table) {
   EXPECT_NEAR(v100.anchor_rate(hw::Dtype::kFp16).value(), fastest, 1e-3 * fastest);
 }
 
+// The H100's GEMM figures, fitted to cuBLASLt calls measured on an H100,
+// against ten GEMMs of OpenXLA's matmul table for sm_90 (XLA's compiled
+// dot, CUPTI kernel medians): an outside check, nothing fitted to it.
+TEST(KernelModel, H100FiguresMatchXlasSm90Table) {
+  const auto path = std::filesystem::path(DTSIM_SOURCE_DIR) / "tests/validation/xla-sm90-gemm.json";
+  const nlohmann::json table = nlohmann::json::parse(std::ifstream(path));
+  hw::DeviceCatalog catalog;
+  const hw::KernelModel h100 = model_of(catalog, "H100-SXM");
+  double total = 0;
+  for (const auto& r : table.at("rows")) {
+    const std::int64_t m = r.at("m"), n = r.at("n"), k = r.at("k");
+    const double measured = 2.0 * m * n * k / (r.at("bf16_tflops").get<double>() * 1e12);
+    const double error = h100.gemm({m, n, k, 1}, hw::Dtype::kBf16, 2).value() / measured - 1;
+    fmt::print("  {}x{}x{}: {:+.1f}%\n", m, n, k, 100 * error);
+    total += std::abs(error);
+  }
+  const double mean = total / static_cast<double>(table.at("rows").size());
+  fmt::print("{} GEMMs: mean |time error| {:.1f}%\n", table.at("rows").size(), 100 * mean);
+  EXPECT_LE(mean, 0.05);
+}
+
 // Blackwell's GEMM shape figures against OpenXLA's matmul table for sm_100
 // (bf16, m, n, k in 1024..4096, CUPTI kernel medians), fitted to it by
 // tests/validation/fit_gemm_b200.py as the H100's are to its measured grid:

@@ -15,7 +15,8 @@ stream_k_efficiency; never faster than its anchor; HBM-bound when the
 operands' bytes take longer; plus its 4 us launch. XLA's CUPTI kernel times
 and the calls dtsim-calibrate timed on an H100 agree (1024^3: 8.7 and 8.2 us;
 4096^3: 174.9 and 177.9 us), and the sm_90 half of the table agrees with
-dtsim's H100 figures within 3.4% on average over a dozen shapes, so the
+dtsim's H100 figures within 3.5% on average over ten shapes
+(tests/validation/xla-sm90-gemm.json), so the
 sm_100 half can set the B200's. As fit_gemm.py does for a grid measured on
 another GPU than the published anchor's, the fit anchors on the table's own
 fastest point (4096^3, 1416.9 TFLOP/s) and fits how far the other shapes
