@@ -1,7 +1,9 @@
 // The kernel model against the kernel cases of ../shared/validation/
 // published-runs.json (maximum achievable matmul per GPU and dtype, the
 // FlashAttention-2 and -3 tables) and against its own closed forms: waves,
-// stream-K, the causal mask, FP8.
+// stream-K, the causal mask, FP8. The GEMMs against whole measured tables
+// (an H100's calls, DeepBench's V100, XLA's sm_90 and sm_100) are in
+// test_gemm_tables.cpp.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -287,134 +289,6 @@ TEST(KernelModel, PersistentGemmsNeedTheirSourceAndMeasurement) {
   }
   auto persistent = [&](const char* name) { return !beside_held(name).empty(); };
   for (const char* other : {"A100-SXM-80GB", "B200", "MI300X"}) EXPECT_FALSE(persistent(other)) << other;
-}
-
-// The bundled H100 model against the whole GEMM calls measured on an H100
-// (calibrate/profiles/h100-sxm/profile.json: cuBLASLt, bf16, at the boost
-// clock the calibration idles back to). Aligned calls hold the tile model;
-// calls whose inner dimension is not a multiple of 16 bytes (an unpadded
-// vocabulary's data gradient, k = 50257) run 3-7x slower, which the
-// `misaligned_k` figures carry.
-TEST(KernelModel, GemmMatchesTheCallsMeasuredOnAnH100) {
-  const auto path = std::filesystem::path(DTSIM_SOURCE_DIR) / "calibrate/profiles/h100-sxm/profile.json";
-  const nlohmann::json profile = nlohmann::json::parse(std::ifstream(path));
-  hw::DeviceCatalog catalog;
-  const hw::KernelModel h100 = model_of(catalog, "H100-SXM");
-  double aligned_total = 0, worst_misaligned = 0;
-  int aligned = 0, misaligned = 0;
-  for (const auto& c : profile.at("kernels").at("gemm_calls")) {
-    const std::int64_t m = c.at("m"), n = c.at("n"), k = c.at("k"), count = c.at("count");
-    const double flops = 2.0 * m * n * k * count;
-    if (c.at("dtype") != "bf16" || flops < 1e11) continue;  // large enough to be compute-bound
-    const double predicted = h100.gemm({m, n, k, count}, hw::Dtype::kBf16, 2).value();
-    const double error = predicted / (c.at("median_us").get<double>() * 1e-6) - 1;
-    if (hw::k_alignment_bytes(k, 2) < 16) {
-      fmt::print("  misaligned {}x{}x{}: {:+.1f}%\n", m, n, k, 100 * error);
-      worst_misaligned = std::max(worst_misaligned, std::abs(error));
-      ++misaligned;
-    } else {
-      aligned_total += std::abs(error);
-      ++aligned;
-    }
-  }
-  ASSERT_GT(aligned, 100);
-  ASSERT_GE(misaligned, 5);
-  fmt::print("{} aligned calls: mean |error| {:.1f}%; {} misaligned: worst {:.1f}%\n", aligned,
-             100 * aligned_total / aligned, misaligned, 100 * worst_misaligned);
-  EXPECT_LE(aligned_total / aligned, 0.06);
-  EXPECT_LE(worst_misaligned, 0.10);  // without the figures: -71% to -85% (3.4-6.8x too fast)
-}
-
-// The V100's GEMMs against Baidu DeepBench's V100 table (cublasGemmEx on
-// the tensor cores, CUDA 10.1, a DGX-1's SXM2 parts): the anchor is the
-// table's fastest GEMM, and the training-sized rows (2 GFLOP or more, both
-// output sides 128 or more) hold the shape figures fitted to them
-// (tests/validation/fit_gemm_v100.py): 5.2%, 6.2% with the estimates of
-// before. With the anchor of before (74% of peak, measured on the PCIe
-// part) they ran 12-21% slow, 17.5% on average.
-TEST(KernelModel, GemmMatchesDeepBenchsV100Table) {
-  const auto path = std::filesystem::path(DTSIM_SOURCE_DIR) / "tests/validation/deepbench-v100.json";
-  const nlohmann::json table = nlohmann::json::parse(std::ifstream(path));
-  hw::DeviceCatalog catalog;
-  const hw::KernelModel v100 = model_of(catalog, "V100-SXM2-32GB");
-  double total = 0, fastest = 0;
-  int n = 0;
-  for (const auto& r : table.at("rows")) {
-    const std::int64_t m = r.at("m"), nn = r.at("n"), k = r.at("k");
-    const double flops = 2.0 * m * nn * k, measured = r.at("ms").get<double>() * 1e-3;
-    if (flops < 2e9 || std::min(m, nn) < 128) continue;
-    const double error = v100.gemm({m, nn, k, 1}, hw::Dtype::kFp16, 2).value() / measured - 1;
-    fmt::print("  {}x{}x{} {}{}: {:+.1f}%\n", m, nn, k, r.at("a_transpose").get<bool>() ? "T" : "N",
-               r.at("b_transpose").get<bool>() ? "T" : "N", 100 * error);
-    total += std::abs(error);
-    fastest = std::max(fastest, flops / measured);
-    ++n;
-  }
-  ASSERT_GE(n, 30);
-  fmt::print("{} GEMMs: mean |time error| {:.1f}%\n", n, 100 * total / n);
-  EXPECT_LE(total / n, 0.06);
-  EXPECT_NEAR(v100.anchor_rate(hw::Dtype::kFp16).value(), fastest, 1e-3 * fastest);
-}
-
-// The H100's GEMM figures, fitted to cuBLASLt calls measured on an H100,
-// against ten GEMMs of OpenXLA's matmul table for sm_90 (XLA's compiled
-// dot, CUPTI kernel medians): an outside check, nothing fitted to it.
-TEST(KernelModel, H100FiguresMatchXlasSm90Table) {
-  const auto path = std::filesystem::path(DTSIM_SOURCE_DIR) / "tests/validation/xla-sm90-gemm.json";
-  const nlohmann::json table = nlohmann::json::parse(std::ifstream(path));
-  hw::DeviceCatalog catalog;
-  const hw::KernelModel h100 = model_of(catalog, "H100-SXM");
-  double total = 0;
-  for (const auto& r : table.at("rows")) {
-    const std::int64_t m = r.at("m"), n = r.at("n"), k = r.at("k");
-    const double measured = 2.0 * m * n * k / (r.at("bf16_tflops").get<double>() * 1e12);
-    const double error = h100.gemm({m, n, k, 1}, hw::Dtype::kBf16, 2).value() / measured - 1;
-    fmt::print("  {}x{}x{}: {:+.1f}%\n", m, n, k, 100 * error);
-    total += std::abs(error);
-  }
-  const double mean = total / static_cast<double>(table.at("rows").size());
-  fmt::print("{} GEMMs: mean |time error| {:.1f}%\n", table.at("rows").size(), 100 * mean);
-  EXPECT_LE(mean, 0.05);
-}
-
-// Blackwell's GEMM shape figures against OpenXLA's matmul table for sm_100
-// (bf16, m, n, k in 1024..4096, CUPTI kernel medians), fitted to it by
-// tests/validation/fit_gemm_b200.py as the H100's are to its measured grid:
-// how far each shape falls below the table's fastest (4096^3) is the shape
-// model's to reproduce; the level stays the published maximum-achievable
-// anchor's, which the table's GPU runs 7-10% below. With the estimates
-// of before (stream-K at 0.9, pipeline_k 128) the shapes were 7.3% off
-// here (2.3% now).
-TEST(KernelModel, BlackwellShapesMatchXlasSm100Table) {
-  const auto path = std::filesystem::path(DTSIM_SOURCE_DIR) / "tests/validation/xla-sm100-gemm.json";
-  const nlohmann::json table = nlohmann::json::parse(std::ifstream(path));
-  hw::DeviceCatalog catalog;
-  const hw::KernelModel b200 = model_of(catalog, "B200");
-  auto flops = [](const nlohmann::json& r) {
-    return 2.0 * r.at("m").get<double>() * r.at("n").get<double>() * r.at("k").get<double>();
-  };
-  auto measured_s = [&](const nlohmann::json& r) { return flops(r) / (r.at("bf16_tflops").get<double>() * 1e12); };
-  auto model_s = [&](const nlohmann::json& r) {
-    return b200.gemm({r.at("m"), r.at("n"), r.at("k"), 1}, hw::Dtype::kBf16, 2).value();
-  };
-  const nlohmann::json& rows = table.at("rows");
-  const nlohmann::json fastest =
-      *std::max_element(rows.begin(), rows.end(), [&](const nlohmann::json& a, const nlohmann::json& b) {
-        return a.at("bf16_tflops").get<double>() < b.at("bf16_tflops").get<double>();
-      });
-  const double level = model_s(fastest) / measured_s(fastest);
-  double total = 0;
-  for (const auto& r : rows) {
-    const double error = model_s(r) / measured_s(r) / level - 1;
-    total += std::abs(error);
-  }
-  const double mean = total / static_cast<double>(rows.size());
-  fmt::print("{} GEMMs: shapes within {:.1f}% of the table's fastest; the model's level {:+.1f}% against it\n", rows.size(),
-             100 * mean, 100 * (level - 1));
-  ASSERT_EQ(rows.size(), 27U);
-  EXPECT_LE(mean, 0.03);
-  EXPECT_LT(level, 1.0);  // the published anchor's GPU is the faster one
-  EXPECT_GT(level, 0.85);
 }
 
 TEST(KernelModel, OnlyAMisalignedInnerDimensionCostsAndFp8AlignsTo16Bytes) {

@@ -153,8 +153,8 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
 }
 
 // Runs published outside ../shared, in the repository with their sources: the
-// H200 and B200 rows dtsim had no check on, torchtitan's FSDP2 runs, and the 185 rows of llm-foundry's
-// MPT tables that shared/ does not hold. The bounds hold today's error so it
+// H200 and B200 rows dtsim had no check on, torchtitan's FSDP2 runs, and the
+// 185 rows of llm-foundry's MPT tables that shared/ does not hold. The bounds hold today's error so it
 // cannot grow unseen (the README says where it comes from).
 TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
   const std::vector<Case> cases = validation::outside_shared_cases();
