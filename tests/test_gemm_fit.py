@@ -1,8 +1,11 @@
-"""The Hopper GEMM shape figures in devices/ (the smaller tiles' efficiencies,
-pipeline_k, stream_k_efficiency) are what tests/validation/fit_gemm.py fits
-to the cuBLASLt grid measured on an H100: rerunning the fit must give the
-bundled numbers, the fit must stay within its error, and dtsim's C++ model
-must be the one the script fits (`dtsim kernel` at a few shapes).
+"""The GEMM shape figures in devices/ that are fitted to measured tables (the
+smaller tiles' efficiencies, pipeline_k, stream_k_efficiency) are what the
+fits give: tests/validation/fit_gemm.py to the cuBLASLt grid measured on an
+H100 (the Hopper devices), fit_gemm_v100.py to DeepBench's V100 table, and
+fit_gemm_b200.py to OpenXLA's sm_100 table (the Blackwell devices).
+Rerunning each fit must give the bundled numbers, the fits must stay within
+their error, and dtsim's C++ model must be the one the scripts fit (`dtsim
+kernel` at a few shapes).
 
 Run by `meson test gemm_fit` (Debian's pytest-3)."""
 import os
@@ -16,8 +19,11 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "validation"))
 import fit_gemm  # noqa: E402
+import fit_gemm_b200  # noqa: E402
+import fit_gemm_v100  # noqa: E402
 
 HOPPER = ["H100-SXM", "H200-SXM", "H800-SXM", "GH200"]
+BLACKWELL = ["B200", "GB200", "B300", "GB300"]
 
 
 @pytest.fixture(scope="module")
@@ -47,3 +53,50 @@ def test_dtsim_costs_what_the_script_fits(shape):
     dtsim_us = float(re.search(r"time\s+([\d.]+) us", out).group(1))
     script_us = 1e6 * fit_gemm.model_seconds(fit_gemm.committed(), m, n, k, fit_gemm.published_anchor())
     assert dtsim_us == pytest.approx(script_us, rel=2e-3)
+
+
+def dtsim_us(device, dtype, m, n, k):
+    out = subprocess.run([os.environ["DTSIM_BIN"], "kernel", "gemm", "--device", device, "--m", str(m), "--n", str(n),
+                          "--k", str(k), "--dtype", dtype], capture_output=True, text=True, check=True).stdout
+    return float(re.search(r"time\s+([\d.]+) us", out).group(1))
+
+
+def test_the_v100_figures_are_the_fit_to_deepbench():
+    fitted = fit_gemm_v100.fit()
+    assert fit_gemm_v100.committed() == fitted
+    errors = fit_gemm_v100.errors(fitted)
+    assert len(errors) == 33
+    assert sum(abs(e) for e in errors) / len(errors) < 0.06  # 5.5%; the estimates of before: 6.9%
+
+
+@pytest.fixture(scope="module")
+def blackwell_fitted():
+    return fit_gemm_b200.fit()
+
+
+@pytest.mark.parametrize("device", BLACKWELL)
+def test_the_blackwell_figures_are_the_fit_to_xla(blackwell_fitted, device):
+    assert fit_gemm_b200.committed(device) == blackwell_fitted
+
+
+def test_the_blackwell_fit_is_within_its_error(blackwell_fitted):
+    errors = fit_gemm_b200.errors(blackwell_fitted)
+    assert len(errors) == 27
+    assert sum(abs(e) for e in errors) / len(errors) < 0.03  # 1.6%; the estimates of before: 10.7%
+
+
+@pytest.mark.skipif("DTSIM_BIN" not in os.environ, reason="needs DTSIM_BIN (meson test sets it)")
+@pytest.mark.parametrize("shape", [(4096, 7000, 4096), (2048, 7000, 2048), (7680, 128, 2560), (5124, 9124, 1760)])
+def test_dtsim_costs_what_the_v100_fit_fits(shape):
+    m, n, k = shape
+    script_us = 1e6 * fit_gemm_v100.model_seconds(fit_gemm_v100.committed(), m, n, k)
+    assert dtsim_us("V100-SXM2-32GB", "fp16", m, n, k) == pytest.approx(script_us, rel=2e-3)
+
+
+@pytest.mark.skipif("DTSIM_BIN" not in os.environ, reason="needs DTSIM_BIN (meson test sets it)")
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (1024, 1024, 1024), (8192, 14336, 4096), (2048, 512, 4096)])
+def test_dtsim_costs_what_the_blackwell_fit_fits(shape):
+    m, n, k = shape
+    script_us = 1e6 * fit_gemm_b200.model_seconds(fit_gemm_b200.committed(), m, n, k,
+                                                  anchor=fit_gemm_b200.published_anchor())
+    assert dtsim_us("B200", "bf16", m, n, k) == pytest.approx(script_us, rel=2e-3)

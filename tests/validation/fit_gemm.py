@@ -29,29 +29,19 @@ import math
 import pathlib
 import sys
 
+import gemm_model
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEVICE = json.loads((ROOT / "devices/H100-SXM.json").read_text())
 GEMM = DEVICE["kernel_model"]["gemm"]
 SMS = DEVICE["kernel_model"]["sms"]
 HBM_BYTES_PER_S = 3.35e12  # H100 SXM datasheet (devices/datasheets.json)
 MEMORY_FRACTION = DEVICE["kernel_model"]["memory"]["fraction"]
-LAUNCH_S = 4e-6
 MIN_FLOPS = 2e9
-NAMES = ["efficiency_128x128", "efficiency_64x128", "pipeline_k", "stream_k_efficiency"]
 
 
 def tiles(p):
     return [(128, 256, 1.0), (256, 128, 1.0), (128, 128, p["efficiency_128x128"]), (64, 128, p["efficiency_64x128"])]
-
-
-def tile_work(p, m, n, k):
-    best = math.inf
-    for tm, tn, eff in tiles(p):
-        count = math.ceil(m / tm) * math.ceil(n / tn)
-        waves = math.ceil(count / SMS)
-        best = min(best, waves * 2.0 * tm * tn * (k + p["pipeline_k"]) / eff * SMS)
-    padded = math.ceil(m / 128) * 128 * math.ceil(n / 256) * 256
-    return min(best, 2.0 * padded * (k + p["pipeline_k"]) / p["stream_k_efficiency"])
 
 
 @functools.cache
@@ -61,13 +51,6 @@ def grid():
     return tuple((g["m"], g["n"], g["k"], g["median_us"] * 1e-6) for g in profile["kernels"]["gemm"])
 
 
-@functools.cache
-def grid_anchor():
-    """The grid's fastest point: (m, n, k, FLOP/s)."""
-    m, n, k, t = max(grid(), key=lambda g: g[0] * g[1] * g[2] / g[3])
-    return m, n, k, 2.0 * m * n * k / t
-
-
 def published_anchor():
     """The device file's bf16 anchor: (m, n, k, FLOP/s)."""
     a = next(a for a in GEMM["anchors"] if a["dtype"] == "bf16")
@@ -75,19 +58,15 @@ def published_anchor():
 
 
 def model_seconds(p, m, n, k, anchor):
-    am, an, ak, rate = anchor
-    busy = 2.0 * am * an * ak / rate - LAUNCH_S
-    core = tile_work(p, am, an, ak) / busy
-    ceiling = 2.0 * am * an * ak / busy
-    compute = max(tile_work(p, m, n, k) / core, 2.0 * m * n * k / ceiling)
-    memory = ((m * k + k * n) * 2 + m * n * 2) / (HBM_BYTES_PER_S * MEMORY_FRACTION)
-    return LAUNCH_S + max(compute, memory)
+    return gemm_model.seconds(tiles(p), SMS, p["pipeline_k"], p["stream_k_efficiency"], anchor,
+                              HBM_BYTES_PER_S * MEMORY_FRACTION, m, n, k)
 
 
 def errors(p):
     """log(predicted / measured) per grid point of at least MIN_FLOPS."""
-    anchor = grid_anchor()
-    return [math.log(model_seconds(p, m, n, k, anchor) / t) for m, n, k, t in grid() if 2.0 * m * n * k >= MIN_FLOPS]
+    anchor = gemm_model.fastest(grid())
+    rows = [g for g in grid() if 2.0 * g[0] * g[1] * g[2] >= MIN_FLOPS]
+    return gemm_model.log_errors(lambda m, n, k: model_seconds(p, m, n, k, anchor), rows)
 
 
 def loss(p):
@@ -96,31 +75,11 @@ def loss(p):
 
 
 def fit():
-    p = {"efficiency_128x128": 0.9, "efficiency_64x128": 0.7, "pipeline_k": 128, "stream_k_efficiency": 0.9}
+    start = {"efficiency_128x128": 0.9, "efficiency_64x128": 0.7, "pipeline_k": 128, "stream_k_efficiency": 0.9}
     bounds = {"efficiency_128x128": (0.5, 1.0), "efficiency_64x128": (0.3, 1.0), "pipeline_k": (0, 2048),
               "stream_k_efficiency": (0.3, 1.0)}
     step = {"efficiency_128x128": 0.05, "efficiency_64x128": 0.05, "pipeline_k": 64, "stream_k_efficiency": 0.05}
-    best = loss(p)
-    for _ in range(60):
-        improved = False
-        for name in NAMES:
-            for sign in (1, -1):
-                trial = dict(p)
-                lo, hi = bounds[name]
-                trial[name] = min(hi, max(lo, p[name] + sign * step[name]))
-                value = loss(trial)
-                if value < best - 1e-9:
-                    p, best, improved = trial, value, True
-        if not improved:
-            step = {k: v / 2 for k, v in step.items()}
-            if step["pipeline_k"] < 1:
-                break
-    return rounded(p)
-
-
-def rounded(p):
-    """As devices/ holds them: efficiencies to 0.01, pipeline_k to a whole k."""
-    return {k: (round(v) if k == "pipeline_k" else round(v, 2)) for k, v in p.items()}
+    return gemm_model.descend(loss, start, bounds, step, rounds=60)
 
 
 def committed(device="H100-SXM"):

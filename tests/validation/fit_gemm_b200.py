@@ -31,14 +31,16 @@ import math
 import pathlib
 import sys
 
+import gemm_model
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEVICE = json.loads((ROOT / "devices/B200.json").read_text())
 GEMM = DEVICE["kernel_model"]["gemm"]
 SMS = DEVICE["kernel_model"]["sms"]
 HBM_BYTES_PER_S = 8.0e12  # B200 datasheet (devices/datasheets.json)
 MEMORY_FRACTION = DEVICE["kernel_model"]["memory"]["fraction"]
-LAUNCH_S = 4e-6
-NAMES = ["efficiency_128x256", "efficiency_128x128", "efficiency_64x128", "pipeline_k", "stream_k_efficiency"]
+ESTIMATES = {"efficiency_128x256": 0.95, "efficiency_128x128": 0.85, "efficiency_64x128": 0.65, "pipeline_k": 128,
+             "stream_k_efficiency": 0.9}
 
 
 def rows(dtype="bf16"):
@@ -52,41 +54,21 @@ def tiles(p):
             (128, 128, p["efficiency_128x128"]), (64, 128, p["efficiency_64x128"])]
 
 
-def tile_work(p, m, n, k):
-    best = math.inf
-    for tm, tn, eff in tiles(p):
-        count = math.ceil(m / tm) * math.ceil(n / tn)
-        best = min(best, math.ceil(count / SMS) * 2.0 * tm * tn * (k + p["pipeline_k"]) / eff * SMS)
-    padded = math.ceil(m / 256) * 256 * math.ceil(n / 256) * 256
-    return min(best, 2.0 * padded * (k + p["pipeline_k"]) / p["stream_k_efficiency"])
-
-
 def published_anchor(dtype="bf16"):
     """The device file's anchor: (m, n, k, FLOP/s)."""
     a = next(a for a in GEMM["anchors"] if a["dtype"] == dtype)
     return a["m"], a["n"], a["k"], float(a["rate"].split()[0]) * 1e12
 
 
-def table_anchor(dtype="bf16"):
-    """The table's fastest point: (m, n, k, FLOP/s)."""
-    m, n, k, t = max(rows(dtype), key=lambda r: r[0] * r[1] * r[2] / r[3])
-    return m, n, k, 2.0 * m * n * k / t
-
-
 def model_seconds(p, m, n, k, dtype="bf16", anchor=None):
-    """The model's time, launch included."""
-    am, an, ak, rate = anchor or table_anchor(dtype)
-    busy = 2.0 * am * an * ak / rate - LAUNCH_S
-    core = tile_work(p, am, an, ak) / busy
-    ceiling = 2.0 * am * an * ak / busy
-    compute = max(tile_work(p, m, n, k) / core, 2.0 * m * n * k / ceiling)
-    operand = 2 if dtype == "bf16" else 1
-    memory = ((m * k + k * n) * operand + m * n * 2) / (HBM_BYTES_PER_S * MEMORY_FRACTION)
-    return LAUNCH_S + max(compute, memory)
+    """The model's time, launch included, on the table's fastest point unless an anchor is given."""
+    return gemm_model.seconds(tiles(p), SMS, p["pipeline_k"], p["stream_k_efficiency"],
+                              anchor or gemm_model.fastest(rows(dtype)), HBM_BYTES_PER_S * MEMORY_FRACTION, m, n, k,
+                              operand_bytes=2 if dtype == "bf16" else 1)
 
 
 def errors(p, dtype="bf16", anchor=None):
-    return [math.log(model_seconds(p, m, n, k, dtype, anchor) / t) for m, n, k, t in rows(dtype)]
+    return gemm_model.log_errors(lambda m, n, k: model_seconds(p, m, n, k, dtype, anchor), rows(dtype))
 
 
 def loss(p):
@@ -95,41 +77,26 @@ def loss(p):
 
 
 def fit():
-    p = {"efficiency_128x256": 0.95, "efficiency_128x128": 0.85, "efficiency_64x128": 0.65, "pipeline_k": 128,
-         "stream_k_efficiency": 0.9}  # the estimates the figures had before
     bounds = {"efficiency_128x256": (0.5, 1.0), "efficiency_128x128": (0.3, 1.0), "efficiency_64x128": (0.2, 1.0),
               "pipeline_k": (0, 4096), "stream_k_efficiency": (0.3, 1.0)}
     step = {"efficiency_128x256": 0.05, "efficiency_128x128": 0.05, "efficiency_64x128": 0.05, "pipeline_k": 128,
             "stream_k_efficiency": 0.05}
-    best = loss(p)
-    for _ in range(80):
-        improved = False
-        for name in NAMES:
-            for sign in (1, -1):
-                trial = dict(p)
-                lo, hi = bounds[name]
-                trial[name] = min(hi, max(lo, p[name] + sign * step[name]))
-                value = loss(trial)
-                if value < best - 1e-9:
-                    p, best, improved = trial, value, True
-        if not improved:
-            step = {k: v / 2 for k, v in step.items()}
-            if step["pipeline_k"] < 1:
-                break
-    return {k: (round(v) if k == "pipeline_k" else round(v, 2)) for k, v in p.items()}
+    return gemm_model.descend(loss, ESTIMATES, bounds, step, rounds=80)
 
 
-def committed():
-    by_shape = {(t["m"], t["n"]): t["efficiency"] for t in GEMM["tiles"]}
+def committed(device="B200"):
+    """The figures devices/<device>.json holds, by the fit's names."""
+    gemm = json.loads((ROOT / "devices" / f"{device}.json").read_text())["kernel_model"]["gemm"]
+    by_shape = {(t["m"], t["n"]): t["efficiency"] for t in gemm["tiles"]}
     return {"efficiency_128x256": by_shape[(128, 256)], "efficiency_128x128": by_shape[(128, 128)],
-            "efficiency_64x128": by_shape[(64, 128)], "pipeline_k": GEMM["pipeline_k"],
-            "stream_k_efficiency": GEMM["stream_k_efficiency"]}
+            "efficiency_64x128": by_shape[(64, 128)], "pipeline_k": gemm["pipeline_k"],
+            "stream_k_efficiency": gemm["stream_k_efficiency"]}
 
 
 def report(p):
     print(json.dumps(p))
     for dtype in ("bf16", "fp8"):
-        for name, anchor in (("on the table's fastest point", table_anchor(dtype)),
+        for name, anchor in (("on the table's fastest point", None),
                              ("on the device file's anchor", published_anchor(dtype))):
             e = errors(p, dtype, anchor)
             signed = sum(e) / len(e)
