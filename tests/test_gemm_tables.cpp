@@ -16,17 +16,16 @@
 #include "dtsim/hw/cost_model.hpp"
 #include "dtsim/hw/kernel_model.hpp"
 #include "dtsim/hw/profile.hpp"
+#include "kernel_model_of.hpp"
 
 using namespace dtsim;
+using test_support::model_of;
 
 namespace {
 
-hw::KernelModel model_of(const hw::DeviceCatalog& catalog, const std::string& name) {
-  const hw::Device* found = catalog.find(name);
-  EXPECT_NE(found, nullptr) << name;
-  const hw::Device d = catalog.with_kernel_figures(*found);
-  EXPECT_TRUE(d.kernel_figures) << name << " has no devices/" << name << ".json";
-  return hw::KernelModel(d, d.kernel_figures);
+// A measured table the repository keeps, by its path from the source root.
+nlohmann::json measured(const char* relative) {
+  return nlohmann::json::parse(std::ifstream(std::filesystem::path(DTSIM_SOURCE_DIR) / relative));
 }
 
 // The bundled H100 model against the whole GEMM calls measured on an H100
@@ -36,8 +35,7 @@ hw::KernelModel model_of(const hw::DeviceCatalog& catalog, const std::string& na
 // vocabulary's data gradient, k = 50257) run 3-7x slower, which the
 // `misaligned_k` figures carry.
 TEST(KernelModel, GemmMatchesTheCallsMeasuredOnAnH100) {
-  const auto path = std::filesystem::path(DTSIM_SOURCE_DIR) / "calibrate/profiles/h100-sxm/profile.json";
-  const nlohmann::json profile = nlohmann::json::parse(std::ifstream(path));
+  const nlohmann::json profile = measured("calibrate/profiles/h100-sxm/profile.json");
   hw::DeviceCatalog catalog;
   const hw::KernelModel h100 = model_of(catalog, "H100-SXM");
   double aligned_total = 0, worst_misaligned = 0;
@@ -73,8 +71,7 @@ TEST(KernelModel, GemmMatchesTheCallsMeasuredOnAnH100) {
 // before. With the anchor of before (74% of peak, measured on the PCIe
 // part) they ran 12-21% slow, 17.5% on average.
 TEST(KernelModel, GemmMatchesDeepBenchsV100Table) {
-  const auto path = std::filesystem::path(DTSIM_SOURCE_DIR) / "tests/validation/deepbench-v100.json";
-  const nlohmann::json table = nlohmann::json::parse(std::ifstream(path));
+  const nlohmann::json table = measured("tests/validation/deepbench-v100.json");
   hw::DeviceCatalog catalog;
   const hw::KernelModel v100 = model_of(catalog, "V100-SXM2-32GB");
   double total = 0, fastest = 0;
@@ -100,8 +97,7 @@ TEST(KernelModel, GemmMatchesDeepBenchsV100Table) {
 // against ten GEMMs of OpenXLA's matmul table for sm_90 (XLA's compiled
 // dot, CUPTI kernel medians): an outside check, nothing fitted to it.
 TEST(KernelModel, H100FiguresMatchXlasSm90Table) {
-  const auto path = std::filesystem::path(DTSIM_SOURCE_DIR) / "tests/validation/xla-sm90-gemm.json";
-  const nlohmann::json table = nlohmann::json::parse(std::ifstream(path));
+  const nlohmann::json table = measured("tests/validation/xla-sm90-gemm.json");
   hw::DeviceCatalog catalog;
   const hw::KernelModel h100 = model_of(catalog, "H100-SXM");
   double total = 0;
@@ -126,8 +122,7 @@ TEST(KernelModel, H100FiguresMatchXlasSm90Table) {
 // of before (stream-K at 0.9, pipeline_k 128) the shapes were 7.3% off
 // here (2.3% now).
 TEST(KernelModel, BlackwellShapesMatchXlasSm100Table) {
-  const auto path = std::filesystem::path(DTSIM_SOURCE_DIR) / "tests/validation/xla-sm100-gemm.json";
-  const nlohmann::json table = nlohmann::json::parse(std::ifstream(path));
+  const nlohmann::json table = measured("tests/validation/xla-sm100-gemm.json");
   hw::DeviceCatalog catalog;
   const hw::KernelModel b200 = model_of(catalog, "B200");
   auto flops = [](const nlohmann::json& r) {

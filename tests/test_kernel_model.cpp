@@ -21,9 +21,11 @@
 #include "dtsim/hw/cost_model.hpp"
 #include "dtsim/hw/kernel_model.hpp"
 #include "dtsim/hw/profile.hpp"
+#include "kernel_model_of.hpp"
 #include "published_runs.hpp"
 
 using namespace dtsim;
+using test_support::model_of;
 
 namespace {
 
@@ -36,14 +38,6 @@ std::string catalog_name(const std::string& gpu) {
       {"B300 SXM", "B300"},          {"MI355X", "MI355X"}};
   auto it = names.find(gpu);
   return it == names.end() ? "" : it->second;
-}
-
-hw::KernelModel model_of(const hw::DeviceCatalog& catalog, const std::string& name) {
-  const hw::Device* found = catalog.find(name);
-  EXPECT_NE(found, nullptr) << name;
-  const hw::Device d = catalog.with_kernel_figures(*found);
-  EXPECT_TRUE(d.kernel_figures) << name << " has no devices/" << name << ".json";
-  return hw::KernelModel(d, d.kernel_figures);
 }
 
 TEST(KernelModel, GemmReproducesMaximumAchievableMatmul) {
