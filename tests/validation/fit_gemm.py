@@ -26,17 +26,12 @@ descent; standard library only.
 import functools
 import json
 import math
-import pathlib
 import sys
 
 import gemm_model
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-DEVICE = json.loads((ROOT / "devices/H100-SXM.json").read_text())
-GEMM = DEVICE["kernel_model"]["gemm"]
-SMS = DEVICE["kernel_model"]["sms"]
-HBM_BYTES_PER_S = 3.35e12  # H100 SXM datasheet (devices/datasheets.json)
-MEMORY_FRACTION = DEVICE["kernel_model"]["memory"]["fraction"]
+ROOT = gemm_model.ROOT
+DEVICE = gemm_model.Device("H100-SXM")
 MIN_FLOPS = 2e9
 
 
@@ -53,13 +48,12 @@ def grid():
 
 def published_anchor():
     """The device file's bf16 anchor: (m, n, k, FLOP/s)."""
-    a = next(a for a in GEMM["anchors"] if a["dtype"] == "bf16")
-    return a["m"], a["n"], a["k"], float(a["rate"].split()[0]) * 1e12
+    return DEVICE.anchor("bf16")
 
 
 def model_seconds(p, m, n, k, anchor):
-    return gemm_model.seconds(tiles(p), SMS, p["pipeline_k"], p["stream_k_efficiency"], anchor,
-                              HBM_BYTES_PER_S * MEMORY_FRACTION, m, n, k)
+    return gemm_model.seconds(tiles(p), DEVICE.sms, p["pipeline_k"], p["stream_k_efficiency"], anchor,
+                              DEVICE.hbm_bytes_per_s, m, n, k)
 
 
 def errors(p):
@@ -84,7 +78,7 @@ def fit():
 
 def committed(device="H100-SXM"):
     """The figures devices/<device>.json holds, by the fit's names."""
-    gemm = json.loads((ROOT / "devices" / f"{device}.json").read_text())["kernel_model"]["gemm"]
+    gemm = gemm_model.Device(device).gemm
     by_shape = {(t["m"], t["n"]): t["efficiency"] for t in gemm["tiles"]}
     return {"efficiency_128x128": by_shape[(128, 128)], "efficiency_64x128": by_shape[(64, 128)],
             "pipeline_k": gemm["pipeline_k"], "stream_k_efficiency": gemm["stream_k_efficiency"]}

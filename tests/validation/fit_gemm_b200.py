@@ -28,17 +28,12 @@ that much, which no shape figure can take. It minimises the mean
 """
 import json
 import math
-import pathlib
 import sys
 
 import gemm_model
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-DEVICE = json.loads((ROOT / "devices/B200.json").read_text())
-GEMM = DEVICE["kernel_model"]["gemm"]
-SMS = DEVICE["kernel_model"]["sms"]
-HBM_BYTES_PER_S = 8.0e12  # B200 datasheet (devices/datasheets.json)
-MEMORY_FRACTION = DEVICE["kernel_model"]["memory"]["fraction"]
+ROOT = gemm_model.ROOT
+DEVICE = gemm_model.Device("B200")
 ESTIMATES = {"efficiency_128x256": 0.95, "efficiency_128x128": 0.85, "efficiency_64x128": 0.65, "pipeline_k": 128,
              "stream_k_efficiency": 0.9}
 
@@ -56,14 +51,13 @@ def tiles(p):
 
 def published_anchor(dtype="bf16"):
     """The device file's anchor: (m, n, k, FLOP/s)."""
-    a = next(a for a in GEMM["anchors"] if a["dtype"] == dtype)
-    return a["m"], a["n"], a["k"], float(a["rate"].split()[0]) * 1e12
+    return DEVICE.anchor(dtype)
 
 
 def model_seconds(p, m, n, k, dtype="bf16", anchor=None):
     """The model's time, launch included, on the table's fastest point unless an anchor is given."""
-    return gemm_model.seconds(tiles(p), SMS, p["pipeline_k"], p["stream_k_efficiency"],
-                              anchor or gemm_model.fastest(rows(dtype)), HBM_BYTES_PER_S * MEMORY_FRACTION, m, n, k,
+    return gemm_model.seconds(tiles(p), DEVICE.sms, p["pipeline_k"], p["stream_k_efficiency"],
+                              anchor or gemm_model.fastest(rows(dtype)), DEVICE.hbm_bytes_per_s, m, n, k,
                               operand_bytes=2 if dtype == "bf16" else 1)
 
 
@@ -86,7 +80,7 @@ def fit():
 
 def committed(device="B200"):
     """The figures devices/<device>.json holds, by the fit's names."""
-    gemm = json.loads((ROOT / "devices" / f"{device}.json").read_text())["kernel_model"]["gemm"]
+    gemm = gemm_model.Device(device).gemm
     by_shape = {(t["m"], t["n"]): t["efficiency"] for t in gemm["tiles"]}
     return {"efficiency_128x256": by_shape[(128, 256)], "efficiency_128x128": by_shape[(128, 128)],
             "efficiency_64x128": by_shape[(64, 128)], "pipeline_k": gemm["pipeline_k"],

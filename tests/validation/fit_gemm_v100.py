@@ -21,17 +21,12 @@ tell apart) by coordinate descent from the estimates the figures had before
 """
 import json
 import math
-import pathlib
 import sys
 
 import gemm_model
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-DEVICE = json.loads((ROOT / "devices/V100-SXM2-32GB.json").read_text())
-GEMM = DEVICE["kernel_model"]["gemm"]
-SMS = DEVICE["kernel_model"]["sms"]
-HBM_BYTES_PER_S = 900e9  # V100 SXM2 datasheet (devices/datasheets.json)
-MEMORY_FRACTION = DEVICE["kernel_model"]["memory"]["fraction"]
+ROOT = gemm_model.ROOT
+DEVICE = gemm_model.Device("V100-SXM2-32GB")
 ESTIMATES = {"efficiency_128x128": 0.9, "efficiency_128x64": 0.75, "efficiency_64x64": 0.55, "pipeline_k": 128}
 
 
@@ -46,13 +41,9 @@ def tiles(p):
             (64, 64, p["efficiency_64x64"])]
 
 
-def anchor():
-    a = GEMM["anchors"][0]
-    return a["m"], a["n"], a["k"], float(a["rate"].split()[0]) * 1e12
-
-
 def model_seconds(p, m, n, k):
-    return gemm_model.seconds(tiles(p), SMS, p["pipeline_k"], 0.0, anchor(), HBM_BYTES_PER_S * MEMORY_FRACTION, m, n, k)
+    return gemm_model.seconds(tiles(p), DEVICE.sms, p["pipeline_k"], 0.0, DEVICE.anchor("fp16"), DEVICE.hbm_bytes_per_s,
+                              m, n, k)
 
 
 def errors(p):
@@ -72,9 +63,9 @@ def fit():
 
 
 def committed():
-    by_shape = {(t["m"], t["n"]): t["efficiency"] for t in GEMM["tiles"]}
+    by_shape = {(t["m"], t["n"]): t["efficiency"] for t in DEVICE.gemm["tiles"]}
     return {"efficiency_128x128": by_shape[(128, 128)], "efficiency_128x64": by_shape[(128, 64)],
-            "efficiency_64x64": by_shape[(64, 64)], "pipeline_k": GEMM["pipeline_k"]}
+            "efficiency_64x64": by_shape[(64, 64)], "pipeline_k": DEVICE.gemm["pipeline_k"]}
 
 
 def report(p):

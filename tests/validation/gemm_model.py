@@ -10,9 +10,33 @@ best tiling's waves at (k + pipeline_k) per tile, or stream-K's even split,
 scaled so that the anchor shape (m, n, k, FLOP/s, launch included) takes its
 measured time, and never faster than the anchor's rate.
 """
+import json
 import math
+import pathlib
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAUNCH_S = 4e-6  # a kernel's launch and ramp, as dtsim's roofline assumes; not fitted
+
+
+class Device:
+    """A bundled device's GEMM figures (devices/<name>.json) and the HBM rate
+    its streaming kernels reach (the datasheet's, devices/datasheets.json,
+    times the file's memory fraction)."""
+
+    def __init__(self, name):
+        figures = json.loads((ROOT / "devices" / f"{name}.json").read_text())["kernel_model"]
+        sheet = next(d for d in json.loads((ROOT / "devices/datasheets.json").read_text())["devices"]
+                     if d["name"] == name)
+        value, unit = sheet["hbm_bandwidth"].split()
+        assert unit == "GB/s", sheet["hbm_bandwidth"]
+        self.gemm = figures["gemm"]
+        self.sms = figures["sms"]
+        self.hbm_bytes_per_s = float(value) * 1e9 * figures["memory"]["fraction"]
+
+    def anchor(self, dtype):
+        """The file's anchor for a dtype: (m, n, k, FLOP/s)."""
+        a = next(a for a in self.gemm["anchors"] if a["dtype"] == dtype)
+        return a["m"], a["n"], a["k"], float(a["rate"].split()[0]) * 1e12
 
 
 def tile_work(tiles, sms, pipeline_k, stream_k_efficiency, m, n, k):
