@@ -278,20 +278,12 @@ void torchtitan(const json& c, std::vector<Case>& out) {
   k.id = c["id"];
   k.source = "torchtitan";
   k.generation = "A100";
-  k.model = json{{"name", k.id},
-                 {"kind", "transformer"},
-                 {"layers", m["layers"]},
-                 {"hidden", m["hidden"]},
-                 {"heads", m["heads"]},
-                 {"kv_heads", m["kv_heads"]},
-                 {"ffn_hidden", m["ffn_hidden"]},
-                 {"vocab", m["vocab"]},
-                 {"seq_len", seq},
-                 {"mlp", "swiglu"},
-                 {"norm", "rmsnorm"},
-                 {"positions", "rope"},
-                 {"tied_embeddings", false},
-                 {"attention_dropout", 0.0}};  // Llama's configs: no attention dropout
+  k.model = transformer(k.id, m["layers"], m["hidden"], m["heads"], m["ffn_hidden"], m["vocab"], seq, "rope");
+  k.model.update({{"kv_heads", m["kv_heads"]},
+                  {"mlp", "swiglu"},
+                  {"norm", "rmsnorm"},
+                  {"tied_embeddings", false},
+                  {"attention_dropout", 0.0}});  // Llama's configs: no attention dropout
   k.cluster = "dgx-a100";
   k.gpus = gpus;
   k.nodes = gpus / 8;
