@@ -173,8 +173,9 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // worst: the GB300 and the GB200 (Blackwell Ultra's doubled
                                               // exponent rate for attention and 1,400 W dtsim takes as the
                                               // B300's), then the 405B on 128 B200s; GEMM rows divided by
-                                              // cp took the mean from 9.0% to 7.6%
-                                              {"megatron-bridge", {0.09, 0.13}},
+                                              // cp took the mean from 9.0% to 7.6%; FP8 tiles' fixed part
+                                              // at twice the k took the GB300 from -12.7% to -13.0%
+                                              {"megatron-bridge", {0.09, 0.135}},
                                               // dtsim leaves out part of what bounds these MoE runs (README,
                                               // "Megatron-Bridge's Qwen3 MoE rows"): today's error, held;
                                               // 1.14 and 2.61 with the 8 us launch, 0.56 and 1.66 before

@@ -5,6 +5,7 @@ stream_k_efficiency) to cuBLASLt GEMMs measured on an H100, and print them.
 
     tests/validation/fit_gemm.py          # fit, print the figures and the error
     tests/validation/fit_gemm.py --check  # the error of the committed figures
+    tests/validation/fit_gemm.py --fp8    # the FP8 grid against the committed figures
 
 The measurements: calibrate/profiles/h100-sxm/profile.json, kernels.gemm (a
 bf16 grid of m, n, k in 256..16384, cuBLASLt 13.1, the heuristic's best
@@ -94,5 +95,31 @@ def report(p):
           f"{100 * worst[int(0.9 * len(worst))]:.1f}%, worst {100 * worst[-1]:.1f}%")
 
 
+def fp8_report():
+    """The profile's FP8 grid (gemm_by_dtype.fp8) against the committed
+    figures, anchored on its own fastest point: with pipeline_k as 16-bit
+    iterations, as FP8 tiles count it (Device.pipeline_k: twice), and the
+    pipeline_k a descent over it alone would pick. Nothing is fitted to it."""
+    profile = json.loads((ROOT / "calibrate/profiles/h100-sxm/profile.json").read_text())
+    rows = [(g["m"], g["n"], g["k"], g["median_us"] * 1e-6) for g in profile["kernels"]["gemm_by_dtype"]["fp8"]]
+    anchor = gemm_model.fastest(rows)
+    rows = [r for r in rows if 2.0 * r[0] * r[1] * r[2] >= MIN_FLOPS]
+    p = committed()
+
+    def mean_error(pipeline_k):
+        e = gemm_model.log_errors(lambda m, n, k: gemm_model.seconds(
+            tiles(p), DEVICE.sms, pipeline_k, p["stream_k_efficiency"], anchor, DEVICE.hbm_bytes_per_s, m, n, k, 1), rows)
+        return sum(abs(x) for x in e) / len(e)
+
+    rule = DEVICE.pipeline_k(p["pipeline_k"], "fp8")
+    best = min(range(0, 1025, 8), key=mean_error)
+    print(f"{len(rows)} FP8 points of >= {MIN_FLOPS / 1e9:.0f} GFLOP: mean |error| {100 * mean_error(p['pipeline_k']):.1f}% "
+          f"at the 16-bit pipeline_k ({p['pipeline_k']}), {100 * mean_error(rule):.1f}% at the FP8 tile's ({rule:.0f}); "
+          f"pipeline_k alone would pick {best} ({100 * mean_error(best):.1f}%)")
+
+
 if __name__ == "__main__":
-    report(committed() if "--check" in sys.argv else fit())
+    if "--fp8" in sys.argv:
+        fp8_report()
+    else:
+        report(committed() if "--check" in sys.argv else fit())

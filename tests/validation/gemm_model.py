@@ -32,6 +32,18 @@ class Device:
         self.gemm = figures["gemm"]
         self.sms = figures["sms"]
         self.hbm_bytes_per_s = float(value) * 1e9 * figures["memory"]["fraction"]
+        self.peak_tflops = sheet["peak_tflops"]
+
+    def pipeline_k(self, pipeline_k, dtype):
+        """A tile's fixed part in `dtype`'s k iterations, as hw::KernelModel
+        counts it: it moves bytes, not math, so FP8 and FP4 tiles, whose k
+        loop runs faster by the datasheet's rate ratio over 16 bits, pay the
+        same time as that many more iterations."""
+        if dtype not in ("fp8", "fp4"):
+            return pipeline_k
+        sixteen = self.peak_tflops.get("bf16") or self.peak_tflops.get("fp16") or 0
+        narrow = self.peak_tflops.get(dtype) or 0
+        return pipeline_k * narrow / sixteen if sixteen and narrow > sixteen else pipeline_k
 
     def anchor(self, dtype):
         """The file's anchor for a dtype: (m, n, k, FLOP/s)."""

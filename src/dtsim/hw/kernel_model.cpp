@@ -79,7 +79,7 @@ KernelModel::KernelModel(const Device& device, std::shared_ptr<const KernelFigur
                          static_cast<double>(a.shape.k) * static_cast<double>(a.shape.batch);
     const double busy = flops / a.rate.value() - figures_->gemm_launch.value();
     const double busy_time = busy > 0 ? busy : flops / a.rate.value();
-    core_rate_[index(a.dtype)] = tile_work(a.shape) / busy_time;
+    core_rate_[index(a.dtype)] = tile_work(a.shape, a.dtype) / busy_time;
     ceiling_[index(a.dtype)] = flops / busy_time;  // the kernel's rate once launched
     if (a.dtype == Dtype::kBf16 || (a.dtype == Dtype::kFp16 && !sixteen)) sixteen = &a;
   }
@@ -92,14 +92,24 @@ KernelModel::KernelModel(const Device& device, std::shared_ptr<const KernelFigur
   }
 }
 
-double KernelModel::tile_work(const model::GemmShape& s) const {
+double KernelModel::pipeline_k(Dtype dtype) const {
+  const double fixed = figures_->pipeline_k;
+  if (operand_bytes(dtype) >= 2) return fixed;
+  const double sixteen = device_.peak_for(Dtype::kBf16).value() > 0 ? device_.peak_for(Dtype::kBf16).value()
+                                                                      : device_.peak_for(Dtype::kFp16).value();
+  const double narrow = device_.peak_for(dtype).value();
+  return sixteen > 0 && narrow > sixteen ? fixed * narrow / sixteen : fixed;
+}
+
+double KernelModel::tile_work(const model::GemmShape& s, Dtype dtype) const {
   const KernelFigures& f = *figures_;
+  const double k = static_cast<double>(s.k) + pipeline_k(dtype);
   double best = std::numeric_limits<double>::infinity();
   for (const GemmTile& t : f.tiles) {
     const double tiles = ceil_div(static_cast<double>(s.m), t.m) * ceil_div(static_cast<double>(s.n), t.n) *
                          static_cast<double>(std::max<std::int64_t>(1, s.batch));
     const double waves = ceil_div(tiles, f.sms);
-    const double per_tile = 2.0 * t.m * t.n * static_cast<double>(s.k + f.pipeline_k) / t.efficiency;
+    const double per_tile = 2.0 * t.m * t.n * k / t.efficiency;
     best = std::min(best, waves * per_tile * f.sms);
   }
   // Stream-K: the k loops of all tiles split evenly over the SMs, no wave
@@ -108,7 +118,7 @@ double KernelModel::tile_work(const model::GemmShape& s) const {
     const GemmTile& t = f.tiles.front();
     const double padded = ceil_div(static_cast<double>(s.m), t.m) * t.m * ceil_div(static_cast<double>(s.n), t.n) * t.n;
     best = std::min(best, 2.0 * padded * static_cast<double>(std::max<std::int64_t>(1, s.batch)) *
-                              static_cast<double>(s.k + f.pipeline_k) / (t.efficiency * f.stream_k_efficiency));
+                              k / (t.efficiency * f.stream_k_efficiency));
   }
   return best;
 }
@@ -145,7 +155,7 @@ core::Seconds KernelModel::gemm_at(const model::GemmShape& shape, Dtype dtype, d
   const double rate = core_rate_[index(dtype)];
   // No shape runs faster than the best one a search over shapes found.
   const double flops = 2.0 * m * n * k * batch;
-  const double compute = rate > 0 ? std::max(tile_work(shape) / rate, flops / ceiling_[index(dtype)]) / held_fraction /
+  const double compute = rate > 0 ? std::max(tile_work(shape, dtype) / rate, flops / ceiling_[index(dtype)]) / held_fraction /
                                         figures_->misaligned_efficiency(alignment_bytes)
                                   : 0;
   const double bytes = batch * ((m * k + k * n) * operand_bytes + m * n * 2.0);

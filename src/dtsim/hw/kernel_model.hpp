@@ -8,8 +8,12 @@
 ///
 /// GEMM. cuBLAS runs a GEMM as output tiles of Tm x Tn, one per SM at a
 /// time, in waves: ceil(tiles / SMs) of them. Each tile costs its k loop plus
-/// a fixed pipeline fill and epilogue worth `pipeline_k` more iterations. The
-/// heuristic picks the tile (large tiles run nearer the peak, small ones waste
+/// a fixed pipeline fill and epilogue worth `pipeline_k` more 16-bit
+/// iterations. That part moves bytes, not math: a pipeline stage holds the
+/// same bytes of k whatever the operands' width and the output tile is 16-bit
+/// either way, so it takes the same time, and operands narrower than 16 bits
+/// (FP8, FP4), whose k loop runs faster by the datasheet's rate ratio, see it
+/// as that many times more iterations. The heuristic picks the tile (large tiles run nearer the peak, small ones waste
 /// less at the edges) that finishes first:
 ///
 ///   t = launch + max(min_T waves_T * 2*Tm*Tn*(k + pipeline_k) / (per_sm_rate * eff_T),
@@ -196,7 +200,10 @@ class KernelModel {
   [[nodiscard]] double held_fraction() const { return held_fraction_; }
 
  private:
-  [[nodiscard]] double tile_work(const model::GemmShape& shape) const;  ///< FLOPs-equivalent at the per-SM rate of 1
+  /// FLOPs-equivalent at the per-SM rate of 1, in `dtype`'s iterations.
+  [[nodiscard]] double tile_work(const model::GemmShape& shape, Dtype dtype) const;
+  /// The fixed per-tile part in `dtype`'s k iterations (the class comment).
+  [[nodiscard]] double pipeline_k(Dtype dtype) const;
   /// gemm() with its tensor-core work at `held_fraction` of the burst rate.
   [[nodiscard]] core::Seconds gemm_at(const model::GemmShape& shape, Dtype dtype, double operand_bytes,
                                       double held_fraction, int alignment_bytes) const;
