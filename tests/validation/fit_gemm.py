@@ -95,11 +95,12 @@ def report(p):
           f"{100 * worst[int(0.9 * len(worst))]:.1f}%, worst {100 * worst[-1]:.1f}%")
 
 
-def fp8_report():
+def fp8_check():
     """The profile's FP8 grid (gemm_by_dtype.fp8) against the committed
-    figures, anchored on its own fastest point: with pipeline_k as 16-bit
-    iterations, as FP8 tiles count it (Device.pipeline_k: twice), and the
-    pipeline_k a descent over it alone would pick. Nothing is fitted to it."""
+    figures, anchored on its own fastest point: the mean |log error| with
+    pipeline_k as 16-bit iterations and as FP8 tiles count it
+    (Device.pipeline_k: twice), and the pipeline_k a search over it alone
+    would pick, with its error. Nothing is fitted to it."""
     profile = json.loads((ROOT / "calibrate/profiles/h100-sxm/profile.json").read_text())
     rows = [(g["m"], g["n"], g["k"], g["median_us"] * 1e-6) for g in profile["kernels"]["gemm_by_dtype"]["fp8"]]
     anchor = gemm_model.fastest(rows)
@@ -113,9 +114,15 @@ def fp8_report():
 
     rule = DEVICE.pipeline_k(p["pipeline_k"], "fp8")
     best = min(range(0, 1025, 8), key=mean_error)
-    print(f"{len(rows)} FP8 points of >= {MIN_FLOPS / 1e9:.0f} GFLOP: mean |error| {100 * mean_error(p['pipeline_k']):.1f}% "
-          f"at the 16-bit pipeline_k ({p['pipeline_k']}), {100 * mean_error(rule):.1f}% at the FP8 tile's ({rule:.0f}); "
-          f"pipeline_k alone would pick {best} ({100 * mean_error(best):.1f}%)")
+    return dict(points=len(rows), sixteen_bit=(p["pipeline_k"], mean_error(p["pipeline_k"])),
+                rule=(rule, mean_error(rule)), best=(best, mean_error(best)))
+
+
+def fp8_report():
+    c = fp8_check()
+    print(f"{c['points']} FP8 points of >= {MIN_FLOPS / 1e9:.0f} GFLOP: mean |error| {100 * c['sixteen_bit'][1]:.1f}% "
+          f"at the 16-bit pipeline_k ({c['sixteen_bit'][0]}), {100 * c['rule'][1]:.1f}% at the FP8 tile's "
+          f"({c['rule'][0]:.0f}); pipeline_k alone would pick {c['best'][0]} ({100 * c['best'][1]:.1f}%)")
 
 
 if __name__ == "__main__":
