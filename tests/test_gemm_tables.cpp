@@ -92,6 +92,18 @@ ShapeCheck shapes_against_fastest(const hw::KernelModel& km, hw::Dtype dtype, do
   return out;
 }
 
+// OpenXLA's sm_100 table as (m, n, k, seconds) rows, timed by one of its
+// columns (bf16_tflops, fp8_e4m3_tflops).
+std::vector<std::array<double, 4>> xla_sm100_rows(const char* column) {
+  const nlohmann::json table = measured("tests/validation/xla-sm100-gemm.json");
+  std::vector<std::array<double, 4>> rows;
+  for (const auto& r : table.at("rows")) {
+    const double m = r.at("m"), n = r.at("n"), k = r.at("k");
+    rows.push_back({m, n, k, 2.0 * m * n * k / (r.at(column).get<double>() * 1e12)});
+  }
+  return rows;
+}
+
 // FP8 GEMMs on the H100 (calibrate/profiles/h100-sxm/profile.json:
 // cuBLASLt e4m3, the heuristic's best algorithm, median of 7). Their shape
 // figures are the bf16 fit's; what differs is the fixed part of a tile, a
@@ -189,34 +201,15 @@ TEST(KernelModel, H100FiguresMatchXlasSm90Table) {
 // of before (stream-K at 0.9, pipeline_k 128) the shapes were 7.3% off
 // here (2.3% now).
 TEST(KernelModel, BlackwellShapesMatchXlasSm100Table) {
-  const nlohmann::json table = measured("tests/validation/xla-sm100-gemm.json");
   hw::DeviceCatalog catalog;
-  const hw::KernelModel b200 = model_of(catalog, "B200");
-  auto flops = [](const nlohmann::json& r) {
-    return 2.0 * r.at("m").get<double>() * r.at("n").get<double>() * r.at("k").get<double>();
-  };
-  auto measured_s = [&](const nlohmann::json& r) { return flops(r) / (r.at("bf16_tflops").get<double>() * 1e12); };
-  auto model_s = [&](const nlohmann::json& r) {
-    return b200.gemm({r.at("m"), r.at("n"), r.at("k"), 1}, hw::Dtype::kBf16, 2).value();
-  };
-  const nlohmann::json& rows = table.at("rows");
-  const nlohmann::json fastest =
-      *std::max_element(rows.begin(), rows.end(), [&](const nlohmann::json& a, const nlohmann::json& b) {
-        return a.at("bf16_tflops").get<double>() < b.at("bf16_tflops").get<double>();
-      });
-  const double level = model_s(fastest) / measured_s(fastest);
-  double total = 0;
-  for (const auto& r : rows) {
-    const double error = model_s(r) / measured_s(r) / level - 1;
-    total += std::abs(error);
-  }
-  const double mean = total / static_cast<double>(rows.size());
+  const std::vector<std::array<double, 4>> rows = xla_sm100_rows("bf16_tflops");
+  const ShapeCheck shapes = shapes_against_fastest(model_of(catalog, "B200"), hw::Dtype::kBf16, 2, rows);
   fmt::print("{} GEMMs: shapes within {:.1f}% of the table's fastest; the model's level {:+.1f}% against it\n", rows.size(),
-             100 * mean, 100 * (level - 1));
+             100 * shapes.mean, 100 * (shapes.level - 1));
   ASSERT_EQ(rows.size(), 27U);
-  EXPECT_LE(mean, 0.03);
-  EXPECT_LT(level, 1.0);  // the published anchor's GPU is the faster one
-  EXPECT_GT(level, 0.85);
+  EXPECT_LE(shapes.mean, 0.03);
+  EXPECT_LT(shapes.level, 1.0);  // the published anchor's GPU is the faster one
+  EXPECT_GT(shapes.level, 0.85);
 }
 
 // The same rule on Blackwell, against the FP8 half of OpenXLA's sm_100
@@ -226,15 +219,9 @@ TEST(KernelModel, BlackwellShapesMatchXlasSm100Table) {
 // (1.16x at 1024^3): a pipeline_k fitted to them alone lands anywhere from
 // 1000 to 2000 (the rule: 836).
 TEST(KernelModel, BlackwellFp8ShapesMatchXlasSm100Table) {
-  const nlohmann::json table = measured("tests/validation/xla-sm100-gemm.json");
   hw::DeviceCatalog catalog;
-  const hw::KernelModel b200 = model_of(catalog, "B200");
-  std::vector<std::array<double, 4>> rows;
-  for (const auto& r : table.at("rows")) {
-    const double m = r.at("m"), n = r.at("n"), k = r.at("k");
-    rows.push_back({m, n, k, 2.0 * m * n * k / (r.at("fp8_e4m3_tflops").get<double>() * 1e12)});
-  }
-  const ShapeCheck shapes = shapes_against_fastest(b200, hw::Dtype::kFp8, 1, rows);
+  const std::vector<std::array<double, 4>> rows = xla_sm100_rows("fp8_e4m3_tflops");
+  const ShapeCheck shapes = shapes_against_fastest(model_of(catalog, "B200"), hw::Dtype::kFp8, 1, rows);
   fmt::print("{} FP8 GEMMs: shapes within {:.1f}% of the table's fastest; the model's level {:+.1f}% against it\n",
              rows.size(), 100 * shapes.mean, 100 * (shapes.level - 1));
   ASSERT_EQ(rows.size(), 27U);

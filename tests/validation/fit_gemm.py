@@ -41,10 +41,11 @@ def tiles(p):
 
 
 @functools.cache
-def grid():
-    """The measured points: (m, n, k, seconds), read once."""
-    profile = json.loads((ROOT / "calibrate/profiles/h100-sxm/profile.json").read_text())
-    return tuple((g["m"], g["n"], g["k"], g["median_us"] * 1e-6) for g in profile["kernels"]["gemm"])
+def grid(dtype="bf16"):
+    """The measured points of a dtype: (m, n, k, seconds), read once."""
+    kernels = json.loads((ROOT / "calibrate/profiles/h100-sxm/profile.json").read_text())["kernels"]
+    points = kernels["gemm"] if dtype == kernels["gemm_dtype"] else kernels["gemm_by_dtype"][dtype]
+    return tuple((g["m"], g["n"], g["k"], g["median_us"] * 1e-6) for g in points)
 
 
 def published_anchor():
@@ -101,10 +102,8 @@ def fp8_check():
     pipeline_k as 16-bit iterations and as FP8 tiles count it
     (Device.pipeline_k: twice), and the pipeline_k a search over it alone
     would pick, with its error. Nothing is fitted to it."""
-    profile = json.loads((ROOT / "calibrate/profiles/h100-sxm/profile.json").read_text())
-    rows = [(g["m"], g["n"], g["k"], g["median_us"] * 1e-6) for g in profile["kernels"]["gemm_by_dtype"]["fp8"]]
-    anchor = gemm_model.fastest(rows)
-    rows = [r for r in rows if 2.0 * r[0] * r[1] * r[2] >= MIN_FLOPS]
+    anchor = gemm_model.fastest(grid("fp8"))
+    rows = [r for r in grid("fp8") if 2.0 * r[0] * r[1] * r[2] >= MIN_FLOPS]
     p = committed()
 
     def mean_error(pipeline_k):

@@ -70,6 +70,17 @@ double KernelFigures::misaligned_efficiency(int alignment) const {
 KernelModel::KernelModel(const Device& device, std::shared_ptr<const KernelFigures> figures, Clocks clocks)
     : device_(device), figures_(std::move(figures)) {
   if (clocks == Clocks::kSustained && figures_->sustained) held_fraction_ = figures_->sustained->held_fraction;
+  // pipeline_k was fitted in 16-bit iterations. The fill and the epilogue
+  // move the same bytes in every dtype; a narrower one's k iterations are
+  // shorter by the tensor cores' rate ratio, so the same time is that many
+  // more of them.
+  const double peak16 = device_.peak_for(Dtype::kBf16).value() > 0 ? device_.peak_for(Dtype::kBf16).value()
+                                                                     : device_.peak_for(Dtype::kFp16).value();
+  for (Dtype d : kAllDtypes) {
+    const double narrow = device_.peak_for(d).value();
+    const bool scaled = operand_bytes(d) < 2 && peak16 > 0 && narrow > peak16;
+    pipeline_k_[index(d)] = figures_->pipeline_k * (scaled ? narrow / peak16 : 1.0);
+  }
   // Anchor each measured dtype: the model must take the measured time, launch
   // included, at the measured shape. Dtypes without a measurement take the
   // 16-bit anchor's share of the datasheet peak (the same kernels on the same SMs).
@@ -92,21 +103,9 @@ KernelModel::KernelModel(const Device& device, std::shared_ptr<const KernelFigur
   }
 }
 
-// The fill and the epilogue move the same bytes in every dtype; a narrower
-// one's k iterations are shorter by the tensor cores' rate ratio, so the same
-// time is that many more of them. The figure was fitted in 16-bit iterations.
-double KernelModel::pipeline_k(Dtype dtype) const {
-  const double fixed = figures_->pipeline_k;
-  if (operand_bytes(dtype) >= 2) return fixed;
-  const double sixteen = device_.peak_for(Dtype::kBf16).value() > 0 ? device_.peak_for(Dtype::kBf16).value()
-                                                                      : device_.peak_for(Dtype::kFp16).value();
-  const double narrow = device_.peak_for(dtype).value();
-  return sixteen > 0 && narrow > sixteen ? fixed * narrow / sixteen : fixed;
-}
-
 double KernelModel::tile_work(const model::GemmShape& s, Dtype dtype) const {
   const KernelFigures& f = *figures_;
-  const double k = static_cast<double>(s.k) + pipeline_k(dtype);
+  const double k = static_cast<double>(s.k) + pipeline_k_[index(dtype)];
   double best = std::numeric_limits<double>::infinity();
   for (const GemmTile& t : f.tiles) {
     const double tiles = ceil_div(static_cast<double>(s.m), t.m) * ceil_div(static_cast<double>(s.n), t.n) *

@@ -13,8 +13,9 @@
 /// same bytes of k whatever the operands' width and the output tile is 16-bit
 /// either way, so it takes the same time, and operands narrower than 16 bits
 /// (FP8, FP4), whose k loop runs faster by the datasheet's rate ratio, see it
-/// as that many times more iterations. The heuristic picks the tile (large tiles run nearer the peak, small ones waste
-/// less at the edges) that finishes first:
+/// as that many times more iterations. The heuristic picks the tile (large
+/// tiles run nearer the peak, small ones waste less at the edges) that
+/// finishes first:
 ///
 ///   t = launch + max(min_T waves_T * 2*Tm*Tn*(k + pipeline_k) / (per_sm_rate * eff_T),
 ///                    bytes / (HBM * memory_fraction))
@@ -202,8 +203,6 @@ class KernelModel {
  private:
   /// FLOPs-equivalent at the per-SM rate of 1, in `dtype`'s iterations.
   [[nodiscard]] double tile_work(const model::GemmShape& shape, Dtype dtype) const;
-  /// The fixed per-tile part in `dtype`'s k iterations (the class comment).
-  [[nodiscard]] double pipeline_k(Dtype dtype) const;
   /// gemm() with its tensor-core work at `held_fraction` of the burst rate.
   [[nodiscard]] core::Seconds gemm_at(const model::GemmShape& shape, Dtype dtype, double operand_bytes,
                                       double held_fraction, int alignment_bytes) const;
@@ -212,6 +211,7 @@ class KernelModel {
   std::shared_ptr<const KernelFigures> figures_;
   std::array<double, kDtypeCount> core_rate_{};  ///< FLOP/s the tile model runs at, per dtype
   std::array<double, kDtypeCount> ceiling_{};    ///< the best measured rate (launch aside), which no shape exceeds
+  std::array<double, kDtypeCount> pipeline_k_{}; ///< the fixed per-tile part in each dtype's k iterations
   double held_fraction_ = 1.0;
 };
 
