@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "dtsim/plan/memory.hpp"
+#include "dtsim/plan/moe_dispatch.hpp"
 
 namespace dtsim::plan {
 
@@ -282,6 +283,18 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
       tokens_bytes(hidden * (graph_.transformer ? static_cast<double>(graph_.transformer->top_k) : 0) * padding) /
       (grid ? r_.s.tp : 1);
   const Bytes gathered = routed * static_cast<double>(r_.s.etp);
+  // The router's, the dispatcher's and the permutations' kernels around the
+  // experts (moe_dispatch.hpp), in the order the block runs them.
+  const bool moe = graph_.transformer && graph_.transformer->experts > 0;
+  const MoeTokens moe_tokens{routed, gathered, moe ? static_cast<int>(graph_.transformer->top_k) : 1,
+                             moe ? std::max<std::int64_t>(1, graph_.transformer->experts / r_.s.ep) : 1};
+  auto moe_glue = [&](const model::Op& op, MoeStage stage, bool op_backward) {
+    const bool at = stage == MoeStage::kBeforeDispatch || stage == MoeStage::kAfterDispatch ? op.tp_gather_before
+                                                                                            : op.tp_reduce_after;
+    if (!moe || !op.expert || !at) return;
+    const hw::OpWork w = moe_dispatch_work(stage, op_backward, r_, moe_tokens);
+    if (w.bytes_moved.value() > 0 || w.eager_launches > 0) current.ops.push_back(w);
+  };
   auto dense_tp = [&](const model::Op& op) { return tp && !(grid && op.expert); };
   // A dense column-parallel GEMM whose backward Megatron splits around its
   // collectives (experts' collectives belong to the token dispatcher).
@@ -335,14 +348,18 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
   };
   if (!backward) {
     for (const model::Op& op : layer.ops) {
+      moe_glue(op, MoeStage::kBeforeDispatch, false);  // what the sync waits for
       sync_before_experts(op);
       if (dense_tp(op) && sp && op.tp_gather_before) collective(CommOp::kAllGather, GroupKind::kTp, tokens_bytes(hidden, op.tokens));
       if (ep && op.expert && op.tp_gather_before) collective(CommOp::kAllToAll, GroupKind::kEp, routed);  // dispatch
       if (etp && op.expert && op.tp_gather_before) collective(CommOp::kAllGather, GroupKind::kExpertTp, gathered);
+      moe_glue(op, MoeStage::kAfterDispatch, false);
       if (cp && op.kind == model::OpKind::kAttention) ring_attention(op, false);
       else add(op, false);
+      moe_glue(op, MoeStage::kBeforeCombine, false);
       if (etp && op.expert && op.tp_reduce_after) collective(CommOp::kReduceScatter, GroupKind::kExpertTp, gathered);
       if (ep && op.expert && op.tp_reduce_after) collective(CommOp::kAllToAll, GroupKind::kEp, routed);  // combine
+      moe_glue(op, MoeStage::kAfterCombine, false);
       if (dense_tp(op) && op.tp_reduce_after) {
         collective(sp ? CommOp::kReduceScatter : CommOp::kAllReduce, GroupKind::kTp, tokens_bytes(hidden, op.tokens));
       }
@@ -350,8 +367,10 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
   } else {
     for (auto it = layer.ops.rbegin(); it != layer.ops.rend(); ++it) {
       if (dense_tp(*it) && sp && it->tp_reduce_after) collective(CommOp::kAllGather, GroupKind::kTp, tokens_bytes(hidden, it->tokens));
+      moe_glue(*it, MoeStage::kAfterCombine, true);
       if (ep && it->expert && it->tp_reduce_after) collective(CommOp::kAllToAll, GroupKind::kEp, routed);
       if (etp && it->expert && it->tp_reduce_after) collective(CommOp::kAllGather, GroupKind::kExpertTp, gathered);
+      moe_glue(*it, MoeStage::kBeforeCombine, true);
       if (cp && it->kind == model::OpKind::kAttention) {
         ring_attention(*it, true);
         continue;
@@ -376,8 +395,10 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
         continue;
       }
       add(*it, true);
+      moe_glue(*it, MoeStage::kAfterDispatch, true);
       if (etp && it->expert && it->tp_gather_before) collective(CommOp::kReduceScatter, GroupKind::kExpertTp, gathered);
       if (ep && it->expert && it->tp_gather_before) collective(CommOp::kAllToAll, GroupKind::kEp, routed);
+      moe_glue(*it, MoeStage::kBeforeDispatch, true);
       if (dense_tp(*it) && it->tp_gather_before) collective(input_gradient, GroupKind::kTp, input);
     }
   }

@@ -87,8 +87,10 @@ bool Lowering::run_steps(RankState& s, LayerCursor& c, bool pause_after_ep) {
     const Step& step = steps[i];
     if (step.is_comm) {
       auto [stream, group_id, calls] = channel(s, step.group);
-      std::uint32_t id = comm(s, stream, step.op, group_id, (*calls)++, step.bytes, phase, c.mb, c.layer, {s.last_compute});
+      std::uint32_t id =
+          comm(s, stream, step.op, group_id, (*calls)++, step.bytes, phase, c.mb, c.layer, {s.last_compute, c.chained});
       (step.overlapped ? c.overlapped : c.pending) = id;
+      if (!step.overlapped) c.chained = id;
       if (pause_after_ep && step.group == GroupKind::kEp) return true;
       continue;
     }
@@ -106,6 +108,7 @@ bool Lowering::run_steps(RankState& s, LayerCursor& c, bool pause_after_ep) {
     c.pending = c.overlapped;
     c.overlapped.reset();
     c.gathered.reset();
+    c.chained.reset();
     c.first_compute = false;
   }
   return false;

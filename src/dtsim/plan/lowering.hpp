@@ -112,6 +112,10 @@ class Lowering {
     TaskRef pending;                     // what the next compute waits for
     TaskRef overlapped;  // a transfer running alongside the current compute step, awaited by the next one
     TaskRef gathered;
+    // The collective issued since the last compute step: a collective right
+    // after it works on its output (the combine's all-to-all, then the tp
+    // reduction of what it brought back), so it waits for it.
+    TaskRef chained;
     bool first_compute = true;
   };
 
