@@ -337,6 +337,13 @@ void megatron_bridge(const json& row, std::vector<Case>& out) {
   if (row["moe_a2a_overlap"]) extra += ",ep_overlap=on";
   // cuda_graph_scope full_iteration: the replay launches the step at once.
   if (row["full_iteration_cuda_graph"]) extra += ",host_launch=0";
+  // cuda_graph_scope moe_router, moe_preprocess (the 30B on B200 and GB200):
+  // the router and the dispatcher's preprocessing as one graph per pass.
+  if (row.contains("cuda_graph_scope")) {
+    std::string scope;
+    for (const auto& name : row["cuda_graph_scope"]) scope += (scope.empty() ? "" : "+") + name.get<std::string>();
+    extra += ",cuda_graph=" + scope;
+  }
   // The recipe's grad_reduce_in_fp32 = False (the main gradients and their
   // reduction in bf16) and cross_entropy_fusion_impl te.
   k.strategy = fmt::format("framework=megatron,tp={},pp={},cp={},dp={},gbs={},mbs={},dtype=fp8,grad_reduce=bf16,loss=fused,zero=1,"
@@ -372,10 +379,12 @@ const std::vector<Source>& sources() {
       {"megatron-bridge", "FP8 as dtsim's dtype=fp8 (the recipe's per-tensor current scaling); the 8B's full-iteration "
                           "CUDA graph as host_launch=0 (no launch cost; nothing else of the graph modelled)"},
       {"megatron-bridge MoE", "as megatron-bridge; FP8-MX (MXFP8) as dtype=fp8; routing as dtsim's even split (the table forces "
-                              "the balance); the all-to-all as NCCL's, also for HybridEP; the 235B's moe_a2a_overlap as "
+                              "the balance); the dispatcher as Megatron-Core's all-to-all dispatcher (its kernels and NCCL's "
+                              "all-to-all), also for the GB200's HybridEP and the 16 H100s' DeepEP; the 235B's moe_a2a_overlap as "
                               "ep_overlap=on (its delay_wgrad_compute not modelled); the host as an eager step's (host_launch 50 us "
-                              "a kernel, measured on PyTorch), waiting at the dispatcher's sync; not modelled: the "
-                              "router's CUDA graphs, Transformer Engine's own host costs"},
+                              "a kernel, measured on PyTorch), waiting at the dispatcher's sync; the 30B's CUDA graphs of the "
+                              "router and the preprocessing as cuda_graph=moe_router+moe_preprocess; not modelled: Transformer "
+                              "Engine's own host costs"},
       {"megatron-2022", "micro-batch, interleaving and fp16 as Calculon's validation runs them (the paper states the model, "
                         "tp and pp); Selene's nodes as superpod-a100"},
       {"ml-engineering", "ZeRO-2 as dtsim's zero=2 (DeepSpeed's bucketing and its blocking parameter "

@@ -134,6 +134,16 @@ TEST(LaunchConfig, MegatronFlagsAndTheirInteractions) {
   plan::LaunchStrategy native = plan::from_megatron_args("--cross-entropy-loss-fusion", "args");
   EXPECT_EQ(native.strategy, "framework=megatron,overlap=off");
   EXPECT_TRUE(contains(native.not_modelled, "--cross-entropy-loss-fusion (impl native: modelled as the unfused fp32 cross entropy)"));
+  // Transformer Engine's graphs of an MoE block's router and preprocessing
+  // (a list argument); a layer's other scopes, or local graphs, are not modelled.
+  plan::LaunchStrategy graphs = plan::from_megatron_args(
+      "--cuda-graph-impl transformer_engine --cuda-graph-scope moe_router moe_preprocess --seq-length 4096", "args");
+  EXPECT_EQ(graphs.strategy, "framework=megatron,cuda_graph=moe_router+moe_preprocess,overlap=off");
+  EXPECT_EQ(graphs.seq_len, 4096);
+  plan::LaunchStrategy attn = plan::from_megatron_args("--cuda-graph-impl transformer_engine --cuda-graph-scope attn", "args");
+  EXPECT_TRUE(contains(attn.not_modelled, "--cuda-graph-scope attn"));
+  plan::LaunchStrategy local = plan::from_megatron_args("--cuda-graph-impl local --cuda-graph-scope moe_router", "args");
+  EXPECT_TRUE(contains(local.not_modelled, "--cuda-graph-scope moe_router (without --cuda-graph-impl transformer_engine)"));
   // FP8 GEMMs over a bf16 model, whichever flag comes first.
   EXPECT_EQ(plan::from_megatron_args("--fp8-format hybrid --bf16", "args").strategy, "framework=megatron,dtype=fp8,overlap=off");
   EXPECT_NO_THROW(plan::parse_strategy(l.strategy));

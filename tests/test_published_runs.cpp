@@ -180,8 +180,10 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // "Megatron-Bridge's Qwen3 MoE rows"): today's error, held;
                                               // 1.14 and 2.61 with the 8 us launch, 0.56 and 1.66 before
                                               // the dispatcher's sync, 0.47 and 1.16 before the router's,
-                                              // the dispatcher's and the permutations' kernels
-                                              {"megatron-bridge MoE", {0.36, 0.96}},
+                                              // the dispatcher's and the permutations' kernels (0.345 and
+                                              // 0.936 with them, before the B200 row's CUDA graphs of its
+                                              // router and preprocessing)
+                                              {"megatron-bridge MoE", {0.40, 0.96}},
                                               // the H100's GEMMs beside held SMs as measured: 7.7% to 8.8%
                                               {"llm-foundry H100 bf16", {0.09, 0.35}},
                                               {"llm-foundry H100 fp8", {0.06, 0.11}},

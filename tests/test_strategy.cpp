@@ -49,7 +49,7 @@ TEST(Strategy, PresetsExpandAndLaterKeysOverride) {
 
 TEST(Strategy, BadInputIsOneLineNamingTheKey) {
   EXPECT_EQ(error_of("dp=2,pipeline=4"),
-            "--strategy: /pipeline: unknown key; valid keys: dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, grad_reduce, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, ep_overlap, autocast, fusions, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor");
+            "--strategy: /pipeline: unknown key; valid keys: dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, grad_reduce, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, ep_overlap, autocast, fusions, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor, cuda_graph");
   EXPECT_EQ(error_of("dp=two"), "--strategy: /dp: expected an integer from 1 to 1048576, got \"two\"");
   EXPECT_EQ(error_of("fsdp,prefetch=-1"), "--strategy: /prefetch: expected an integer from 0 to 64, got \"-1\"");
   // Integers that wrapped before: dp*mbs was taken in 32 bits (SIGFPE at mbs=2^29), mbs=1e9 a negative batch.
@@ -104,6 +104,14 @@ TEST(Strategy, PresetsThatNeedAShapeSayWhich) {
   EXPECT_EQ(error_of("parameter_server,tp=2"), "--strategy: /ps: parameter servers serve data-parallel workers; tp, pp, cp and ep must be 1");
   EXPECT_EQ(error_of("dtype=fp8,cp=3"), "--strategy: /cp: expected a divisor of the sequence length 4096, got 3");
   EXPECT_EQ(error_of("ep=2"), "--strategy: /ep: expert parallelism needs an MoE model; llama2-7b is dense");
+  EXPECT_EQ(error_of("framework=megatron,cuda_graph=moe_router"),
+            "--strategy: /cuda_graph: the moe_router and moe_preprocess scopes graph an MoE block's router; llama2-7b is dense");
+  EXPECT_EQ(error_of("cuda_graph=moe_router", "mixtral-8x7b"),
+            "--strategy: /cuda_graph: Megatron-Core's partial CUDA graphs of an MoE block; expected framework=megatron");
+  EXPECT_EQ(error_of("cuda_graph=moe_preprocess", "mixtral-8x7b"),
+            "--strategy: /cuda_graph: moe_preprocess needs moe_router in the scope too (Megatron-Core refuses it alone)");
+  EXPECT_EQ(error_of("cuda_graph=attn", "mixtral-8x7b"),
+            "--strategy: /cuda_graph: expected off, moe_router or moe_router+moe_preprocess, got \"attn\"");
 }
 
 TEST(Strategy, ADtypeTheDeviceCannotRunIsRejected) {

@@ -70,6 +70,9 @@ struct OpWork {
   /// Kernels the framework launches for the op when it runs it as a chain of
   /// eager ops (PyTorch's RMSNorm: eight); 0: one per kernel call.
   int eager_launches = 0;
+  /// Replayed inside a CUDA graph that another work launches: the host
+  /// launches none of its kernels.
+  bool graphed = false;
   /// A batch of GEMMs launched as separate kernels, this many at a time on
   /// as many streams (Transformer Engine's grouped GEMM: one cuBLAS GEMM per
   /// expert over 4 streams); 0: one batched kernel.

@@ -75,6 +75,7 @@ std::vector<KernelCall> kernel_calls(const OpWork& work) {
 }
 
 int host_launches(const OpWork& work) {
+  if (work.graphed) return 0;
   if (work.eager_launches > 0) return work.eager_launches;
   if (work.concurrent_kernels > 0 && work.kind == model::OpKind::kGemm) {
     // One launch per GEMM of the batch, whatever runs beside it.

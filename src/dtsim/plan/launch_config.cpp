@@ -148,6 +148,10 @@ LaunchStrategy from_megatron_args(std::string_view args, const std::string& sour
     } else if (i + 1 < tokens.size() && tokens[i + 1].rfind("--", 0) != 0) {
       value = tokens[++i];
       has_value = true;
+      // A list (nargs='+'): its names joined by '+'.
+      while (key == "--cuda-graph-scope" && i + 1 < tokens.size() && tokens[i + 1].rfind("--", 0) != 0) {
+        value += "+" + tokens[++i];
+      }
     }
     if (!values.count(key)) order.push_back(key);
     values[key] = has_value ? value : "";
@@ -243,6 +247,19 @@ LaunchStrategy from_megatron_args(std::string_view args, const std::string& sour
         throw core::InputError(source, "/cross-entropy-fusion-impl", fmt::format("expected native or te, got \"{}\"", value));
       }
       if (!values.count("--cross-entropy-loss-fusion")) out.ignored.push_back(key + " (without --cross-entropy-loss-fusion)");
+    } else if (key == "--cuda-graph-scope") {
+      // Transformer Engine's graphs of an MoE block's router (and its
+      // dispatcher's preprocessing) are modelled; other scopes are not.
+      const auto impl = values.find("--cuda-graph-impl");
+      const bool te = impl != values.end() && impl->second == "transformer_engine";
+      if (te && (value == "moe_router" || value == "moe_router+moe_preprocess" || value == "moe_preprocess+moe_router")) {
+        add(out, "cuda_graph=" + value);
+        out.mapped.push_back(fmt::format("{} {} -> cuda_graph={}", key, value, value));
+      } else {
+        out.not_modelled.push_back(key + " " + value + (te ? "" : " (without --cuda-graph-impl transformer_engine)"));
+      }
+    } else if (key == "--cuda-graph-impl") {
+      if (!values.count("--cuda-graph-scope")) out.not_modelled.push_back(key + " " + value + " (the whole layer's graphs)");
     } else if (key == "--seq-length") {
       out.seq_len = positive_int(value, source, "/seq-length");
       out.mapped.push_back(fmt::format("{} {} -> --seq-len {}", key, value, *out.seq_len));

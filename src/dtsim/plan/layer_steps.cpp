@@ -314,9 +314,16 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
     cast.bytes_moved = Bytes(6.0 * cast_params);
     current.ops.push_back(cast);
   };
+  // Megatron-Core's partial CUDA graph of an MoE block holds its pre-MLP
+  // norm and its router (TransformerLayer._get_submodules_under_cudagraphs);
+  // the graph's launch is the routing's (moe_dispatch.cpp).
+  const bool graphed_block = r_.s.moe_graph != MoeGraph::kOff &&
+                             std::any_of(layer.ops.begin(), layer.ops.end(), [](const model::Op& op) { return op.expert; });
+  auto in_moe_graph = [&](const model::Op& op) { return graphed_block && (op.name == "mlp.norm" || op.name == "moe.router"); };
   // The op's pass; of a backward GEMM, both gradient passes or one (half the work).
   auto add = [&](const model::Op& op, bool op_backward, hw::GradientPass pass = hw::GradientPass::kBoth) {
     hw::OpWork w = work(op, op_backward);
+    w.graphed = in_moe_graph(op);
     const double share = pass == hw::GradientPass::kBoth ? 1.0 : 0.5;
     w.flops = w.flops * share;
     w.gradient_pass = pass;

@@ -16,7 +16,7 @@ struct Launches {
 // token_dispatcher.py MoEAlltoAllTokenDispatcher, moe_utils.py and
 // Transformer Engine's permutation.py (three Triton passes build the row map
 // a permutation reads, two the map a chunk sort reads).
-Launches megatron_launches(MoeStage stage, bool ep, bool sort) {
+Launches megatron_launches(MoeStage stage, bool ep, bool sort, MoeGraph graph) {
   switch (stage) {
     case MoeStage::kBeforeDispatch: {
       // Routing: the fused top-k with its score function, the scores for the
@@ -33,6 +33,18 @@ Launches megatron_launches(MoeStage stage, bool ep, bool sort) {
       // permute(): the row map's three passes and the permutation; backward
       // the un-permutation of the gradient (and of the routing weights').
       const Launches permute{4, 1};
+      // Under Megatron-Core's partial CUDA graphs each pass replays one graph
+      // (the norm's and the router's GEMM kernels inside it: LayerSteps
+      // marks them graphed): the routing's kernels, and with moe_preprocess
+      // the counts' and the permutation's, all but the copies to the host,
+      // which read the graph's outputs (token_dispatcher.py).
+      const Launches copies{ep ? 4 : 1, 0};
+      switch (graph) {
+        case MoeGraph::kOff: break;
+        case MoeGraph::kRouter:
+          return {1 + counts.forward + permute.forward, 1 + counts.backward + permute.backward};
+        case MoeGraph::kRouterPreprocess: return {1 + copies.forward, 1};
+      }
       return {routing.forward + counts.forward + permute.forward, routing.backward + counts.backward + permute.backward};
     }
     case MoeStage::kAfterDispatch:
@@ -66,7 +78,7 @@ hw::OpWork moe_dispatch_work(MoeStage stage, bool backward, const ResolvedStrate
     case MoeStage::kBeforeCombine: w.bytes_moved = chunk_sort; break;
   }
   if (megatron) {
-    const Launches l = megatron_launches(stage, r.s.ep > 1, sort);
+    const Launches l = megatron_launches(stage, r.s.ep > 1, sort, r.s.moe_graph);
     w.eager_launches = backward ? l.backward : l.forward;
   } else {
     // Other frameworks: the permutations' bytes as one kernel each way; an

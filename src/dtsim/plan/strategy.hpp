@@ -36,6 +36,9 @@ enum class Recompute { kNone, kSelective, kFull };
 ///    DeepSpeed's FusedAdam.
 enum class Framework { kMegatron, kPytorch, kDeepspeed };
 
+/// What of an MoE block runs as a CUDA graph (Strategy::moe_graph).
+enum class MoeGraph { kOff, kRouter, kRouterPreprocess };
+
 /// How the optimizer step runs. kFused: one kernel per tensor group reads
 /// and writes each state once (apex and Transformer Engine's FusedAdam,
 /// DeepSpeed's, torch.optim.AdamW(fused=True)); kUnfused: Adam as eager
@@ -166,6 +169,12 @@ struct Strategy {
   /// expert-parallel all-to-all so that one's all-to-all runs beside the
   /// other's compute (needs ep > 1).
   bool ep_overlap = false;
+  /// Megatron-Core's partial CUDA graphs of an MoE block
+  /// (--cuda-graph-impl transformer_engine --cuda-graph-scope moe_router
+  /// [moe_preprocess]): the pre-MLP norm, the router's GEMM and routing, and
+  /// with kRouterPreprocess the dispatcher's counts and the permutation, each
+  /// pass replayed as one graph launch instead of their kernels' launches.
+  MoeGraph moe_graph = MoeGraph::kOff;
   /// How tensor-parallel collectives meet their GEMMs (TpOverlap); kAuto
   /// resolves by framework in tp_overlap_mode().
   TpOverlap tp_overlap = TpOverlap::kAuto;
