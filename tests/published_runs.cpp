@@ -35,7 +35,10 @@ void megatron_core(const json& c, std::vector<Case>& out) {
   const json& m = c["model"];
   const json& p = c["parallel"];
   const int layers = m["layers"], hidden = m["hidden"], heads = m["heads"], vocab = m["vocab"], seq = m["seq_len"];
-  const json model = transformer(c["id"], layers, hidden, heads, 4 * hidden, vocab, seq, "rope");
+  json model = transformer(c["id"], layers, hidden, heads, 4 * hidden, vocab, seq, "rope");
+  // The sizes the README names (1.7B, 7.1B, 16B, ...) count the embedding
+  // and the output layer apart: 12·l·h² + 2·V·h (--untie-embeddings-and-output-weights).
+  model["tied_embeddings"] = false;
   auto add = [&](const std::string& id, int tp, int pp, int gpus, int gbs, Metric metric, double measured) {
     Case k;
     k.id = id;
@@ -363,7 +366,7 @@ std::filesystem::path shared_validation_dir() {
 const std::vector<Source>& sources() {
   static const std::vector<Source> all = {
       {"megatron-core-h100", "bf16; micro-batch 1; sequence parallel with tp; no recomputation; no interleaving; "
-                             "distributed optimizer (zero=1); GPT with 4h MLP, GeLU, RoPE"},
+                             "distributed optimizer (zero=1); GPT with 4h MLP, GeLU, RoPE; untied embeddings (the sizes the source names)"},
       {"megatron-lm-2020", "batch per GPU = global/dp (no accumulation); DGX-2 V100 as 16 V100-SXM2 on NVSwitch"},
       {"llm-foundry-mpt", "attention in Triton (the source: flash/triton); ALiBi inside the attention kernel; A100 80GB nodes as dgx-a100 "
                           "(the source: 1600 Gb/s RoCE per node); gradients reduced in bf16 (Composer's PURE, and its DEFAULT "
