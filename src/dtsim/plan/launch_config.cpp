@@ -10,6 +10,7 @@
 
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/json_reader.hpp"
+#include "dtsim/plan/strategy.hpp"
 
 namespace dtsim::plan {
 namespace {
@@ -252,7 +253,8 @@ LaunchStrategy from_megatron_args(std::string_view args, const std::string& sour
       // dispatcher's preprocessing) are modelled; other scopes are not.
       const auto impl = values.find("--cuda-graph-impl");
       const bool te = impl != values.end() && impl->second == "transformer_engine";
-      if (te && (value == "moe_router" || value == "moe_router+moe_preprocess" || value == "moe_preprocess+moe_router")) {
+      const auto graph = moe_graph_scope(value);
+      if (te && graph && *graph != MoeGraph::kOff) {
         add(out, "cuda_graph=" + value);
         out.mapped.push_back(fmt::format("{} {} -> cuda_graph={}", key, value, value));
       } else {

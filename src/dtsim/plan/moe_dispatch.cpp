@@ -38,14 +38,14 @@ Launches megatron_launches(MoeStage stage, bool ep, bool sort, MoeGraph graph) {
       // marks them graphed): the routing's kernels, and with moe_preprocess
       // the counts' and the permutation's, all but the copies to the host,
       // which read the graph's outputs (token_dispatcher.py).
-      const Launches copies{ep ? 4 : 1, 0};
+      const int copies = ep ? 4 : 1;
       switch (graph) {
-        case MoeGraph::kOff: break;
-        case MoeGraph::kRouter:
-          return {1 + counts.forward + permute.forward, 1 + counts.backward + permute.backward};
-        case MoeGraph::kRouterPreprocess: return {1 + copies.forward, 1};
+        case MoeGraph::kOff:
+          return {routing.forward + counts.forward + permute.forward, routing.backward + counts.backward + permute.backward};
+        case MoeGraph::kRouter: return {1 + counts.forward + permute.forward, 1 + counts.backward + permute.backward};
+        case MoeGraph::kRouterPreprocess: return {1 + copies, 1};
       }
-      return {routing.forward + counts.forward + permute.forward, routing.backward + counts.backward + permute.backward};
+      return {};
     }
     case MoeStage::kAfterDispatch:
       // The routing weights' own all-to-all; sort_chunks_by_idxs by local

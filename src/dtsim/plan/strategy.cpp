@@ -112,6 +112,13 @@ void check_stage_layers(const Strategy& s, std::int64_t blocks) {
 
 }  // namespace
 
+std::optional<MoeGraph> moe_graph_scope(std::string_view scope) {
+  if (scope == "off") return MoeGraph::kOff;
+  if (scope == "moe_router") return MoeGraph::kRouter;
+  if (scope == "moe_router+moe_preprocess" || scope == "moe_preprocess+moe_router") return MoeGraph::kRouterPreprocess;
+  return std::nullopt;
+}
+
 std::string_view strategy_keys() {
   return "dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, grad_reduce, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, "
          "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, ep_overlap, autocast, fusions, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor, cuda_graph";
@@ -288,10 +295,7 @@ Strategy parse_strategy(std::string_view text) {
     } else if (key == "ep_overlap") {
       s.ep_overlap = on_off(key, value);
     } else if (key == "cuda_graph") {
-      // Megatron-Core's scope names, joined by '+'.
-      if (value == "off") s.moe_graph = MoeGraph::kOff;
-      else if (value == "moe_router") s.moe_graph = MoeGraph::kRouter;
-      else if (value == "moe_router+moe_preprocess" || value == "moe_preprocess+moe_router") s.moe_graph = MoeGraph::kRouterPreprocess;
+      if (const auto graph = moe_graph_scope(value)) s.moe_graph = *graph;
       else if (value == "moe_preprocess") fail(key, "moe_preprocess needs moe_router in the scope too (Megatron-Core refuses it alone)");
       else fail(key, fmt::format("expected off, moe_router or moe_router+moe_preprocess, got \"{}\"", value));
     } else if (key == "autocast") {
@@ -360,9 +364,6 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
       fail("cp", fmt::format("expected a divisor of the sequence length {}, got {}", graph.seq_len, s.cp));
     }
     if (s.ep > 1 && t.experts == 0) fail("ep", fmt::format("expert parallelism needs an MoE model; {} is dense", graph.name));
-    if (s.moe_graph != MoeGraph::kOff && t.experts == 0) {
-      fail("cuda_graph", fmt::format("the moe_router and moe_preprocess scopes graph an MoE block's router; {} is dense", graph.name));
-    }
     if (s.capacity_factor > 0 && t.experts == 0) {
       fail("capacity_factor", fmt::format("a capacity factor sizes MoE experts; {} is dense", graph.name));
     }
@@ -375,9 +376,6 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
     if (s.etp > 0 && t.ffn_hidden % s.etp != 0) {
       fail("etp", fmt::format("expected a divisor of the experts' {} hidden units, got {}", t.ffn_hidden, s.etp));
     }
-  } else if (s.moe_graph != MoeGraph::kOff) {
-    fail("cuda_graph", fmt::format("the moe_router and moe_preprocess scopes graph an MoE block's router; {} is a layer graph",
-                                   graph.name));
   } else if (s.tp > 1 || s.cp > 1 || s.ep > 1 || s.etp > 0) {
     const char* key = s.tp > 1 ? "tp" : s.cp > 1 ? "cp" : s.ep > 1 ? "ep" : "etp";
     fail(key, fmt::format("{} parallelism needs a transformer; {} is a layer graph",
@@ -440,8 +438,13 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
   if (!r.expert_grid()) s.dp /= s.ep;
   r.micro_batches = static_cast<int>(s.gbs / per_step);
   if (s.sp && s.tp == 1) fail("sp", "sequence parallelism splits along tensor-parallel ranks; it needs tp > 1");
-  if (s.moe_graph != MoeGraph::kOff && s.framework != Framework::kMegatron) {
-    fail("cuda_graph", "Megatron-Core's partial CUDA graphs of an MoE block; expected framework=megatron");
+  if (s.moe_graph != MoeGraph::kOff) {
+    if (!graph.transformer || graph.transformer->experts == 0) {
+      fail("cuda_graph", fmt::format("the moe_router and moe_preprocess scopes graph an MoE block's router; {} is dense", graph.name));
+    }
+    if (s.framework != Framework::kMegatron) {
+      fail("cuda_graph", "Megatron-Core's partial CUDA graphs of an MoE block; expected framework=megatron");
+    }
   }
   if (s.ep_overlap) {
     // Megatron-Core's own conditions (TransformerConfig.__post_init__).

@@ -220,6 +220,11 @@ const std::vector<Preset>& presets();
 /// Keys the parser knows, for messages and `dtsim list`.
 std::string_view strategy_keys();
 
+/// Megatron-Core's CUDA graph scope names joined by '+' ("moe_router",
+/// "moe_router+moe_preprocess", either order) as the MoE graph they model;
+/// "off" is kOff; nullopt for any other scope.
+std::optional<MoeGraph> moe_graph_scope(std::string_view scope);
+
 /// "key=value,..." or "preset,key=value,...": a leading preset name expands
 /// first and later keys override it. Throws InputError with file
 /// "--strategy" and pointer "/key" for unknown keys and malformed values.
