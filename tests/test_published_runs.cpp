@@ -142,8 +142,10 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
                                                // figures): 2.7%, issue 12's 5% met
                                                {"megatron-lm-2020", 0.05},
                                                // with its authors' arguments (examples/sc21/): 7.6% to 10.8%;
-                                               // the dropout mask's traffic: 10.0%
-                                               {"megatron-sc21", 0.105}};
+                                               // the dropout mask's traffic: 10.0%; the causal softmax kernel's
+                                               // bytes as its code moves them (half a pass less forward, one
+                                               // less backward): 11.1%
+                                               {"megatron-sc21", 0.115}};
   for (const auto& [name, s] : by_source) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name)) << name << " (issue 12's target: 0.05)";
@@ -168,8 +170,9 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // figures fitted to XLA's sm_100 table: 22.6% and 33.1%
                                               {"ml-engineering", {0.23, 0.34}},
                                               // Korthikanti et al.'s runs, optimistic on every row like SC'21's
-                                              // (6.2% and 10.4%, 5.7% and 9.2% with the dropout mask's traffic)
-                                              {"megatron-2022", {0.06, 0.10}},
+                                              // (6.2% and 10.4%, 5.7% and 9.2% with the dropout mask's traffic,
+                                              // 6.4% and 10.9% with the causal softmax kernel's own bytes)
+                                              {"megatron-2022", {0.07, 0.115}},
                                               // worst: the GB300 and the GB200 (Blackwell Ultra's doubled
                                               // exponent rate for attention and 1,400 W dtsim takes as the
                                               // B300's), then the 405B on 128 B200s; GEMM rows divided by

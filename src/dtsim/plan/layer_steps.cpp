@@ -125,7 +125,7 @@ Bytes LayerSteps::bytes_moved(const model::Op& op, bool backward, double samples
     // the forward writes it, the backward reads it, and the activation
     // memory holds it (model::SavedActivations::score_mask).
     const double mask_bytes = op.score_dropout ? 1.0 : 0.0;
-    return Bytes(op.score_elements * (score_passes(backward, op.score_dropout) * act_bytes_ + mask_bytes) * samples);
+    return Bytes(op.score_elements * (score_passes(backward, op.score_dropout, op.causal) * act_bytes_ + mask_bytes) * samples);
   }
   if (op.kind == model::OpKind::kLoss && r_.s.fused_loss) {
     // Transformer Engine's Triton cross entropy (v2.9): the online softmax
@@ -168,9 +168,16 @@ Bytes LayerSteps::bytes_moved(const model::Op& op, bool backward, double samples
 // mask, softmax and dropout as four kernels and their backwards as four more.
 // Without attention dropout (Llama and most later decoders) its two passes
 // each way are not run: PyTorch returns the input of a dropout of p = 0.
-double LayerSteps::score_passes(bool backward, bool dropout) const {
-  const double forward = r_.s.framework != Framework::kMegatron ? 8.0 : r_.s.fusions ? 4.0 : 6.0;
-  return forward + (backward ? 1.0 : 0.0) - (dropout ? 0.0 : 2.0);
+// Under a causal mask Megatron's fused kernel is the upper-triangular one
+// (scaled_upper_triang_masked_softmax.h, 2020-2021): a row reads only its
+// keys up to the diagonal and writes zeros past it, forward, and its backward
+// reads the probabilities and the gradient up to the diagonal and writes the
+// whole row. Half a pass less forward, one less backward.
+double LayerSteps::score_passes(bool backward, bool dropout, bool causal) const {
+  const bool megatron = r_.s.framework == Framework::kMegatron;
+  const double forward = !megatron ? 8.0 : r_.s.fusions ? 4.0 : 6.0;
+  const double triangle = causal && megatron && r_.s.fusions ? (backward ? 1.0 : 0.5) : 0.0;
+  return forward + (backward ? 1.0 : 0.0) - (dropout ? 0.0 : 2.0) - triangle;
 }
 
 // A chain the framework runs as separate kernels instead of one fused

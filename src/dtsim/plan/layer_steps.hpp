@@ -47,7 +47,7 @@ class LayerSteps {
   void append(std::vector<Step>& out, const model::Layer& layer, bool backward, bool recomputed);
   core::Bytes tokens_bytes(double width, std::int64_t tokens = 0) const;  ///< tokens 0: the model's seq_len
   core::Bytes bytes_moved(const model::Op& op, bool backward, double samples) const;
-  double score_passes(bool backward, bool dropout) const;
+  double score_passes(bool backward, bool dropout, bool causal) const;
   struct EagerChain {
     double forward_bytes, backward_bytes;  ///< of the fused kernel's
     int forward_launches, backward_launches;
