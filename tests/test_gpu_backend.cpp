@@ -112,12 +112,23 @@ struct CommittedRun {
 
 const std::filesystem::path kCommittedRuns = std::filesystem::path(DTSIM_SOURCE_DIR) / "calibrate/profiles/h100-sxm/validation";
 
-// The makespan of one step of `model` (a path or a bundled name).
+// The makespan of one step of `model` (a path or a bundled name). The
+// committed runs predate recomputing only the transformer blocks: under
+// recompute=full their plans, which the executor ran, recomputed the
+// embedding and the head too, so a one-GPU step ran their forward twice.
 double predicted_step_s(const std::string& model, const std::string& strategy, const std::string& cluster,
                         const std::optional<std::string>& profile) {
   driver::SimulationRequest request = one_gpu(model, strategy, profile);
   request.cluster = cluster;
-  return static_cast<double>(driver::simulate(request).timeline.makespan.count) * 1e-9;
+  const driver::Simulation sim = driver::simulate(request);
+  double step_s = static_cast<double>(sim.timeline.makespan.count) * 1e-9;
+  if (sim.strategy.s.recompute != plan::Recompute::kFull) return step_s;
+  for (const plan::Task& t : sim.tasks.tasks) {
+    if (t.kind != plan::TaskKind::kCompute || t.phase != plan::Phase::kForward || t.layer < 0) continue;
+    if (sim.graph.layers[static_cast<std::size_t>(t.layer)].role == model::LayerRole::kBlock) continue;
+    step_s += static_cast<double>(sim.costs.kernel[static_cast<std::size_t>(t.payload)].count) * 1e-9;
+  }
+  return step_s;
 }
 
 std::vector<CommittedRun> committed_runs(bool own_profile) {

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -152,6 +153,26 @@ TEST(Simulation, FullRecomputationCostsAForwardAndSavesMemory) {
   EXPECT_GT(full.report.hardware_flops_per_step / none.report.hardware_flops_per_step, 1.25);
   EXPECT_LT(full.report.hardware_flops_per_step / none.report.hardware_flops_per_step, 1.34);
   EXPECT_LT(full.report.peak_bytes, none.report.peak_bytes);
+}
+
+// Full recomputation checkpoints the transformer blocks, as Megatron's
+// TransformerBlock and FSDP's activation checkpointing wrap them: the
+// embedding and the head with its loss run their forward once and keep
+// what they saved (the head's logits) until their backward.
+TEST(Simulation, FullRecomputationRecomputesTheBlocksOnly) {
+  driver::Simulation full = run("tp=8,gbs=8,attention=standard,recompute=full", 1);
+  std::set<std::string> recomputed;
+  for (const plan::Kernel& k : full.tasks.kernels) {
+    const auto dot = k.name.rfind(".recompute");
+    if (dot != std::string::npos) recomputed.insert(k.name.substr(0, dot));
+  }
+  int blocks = 0;
+  for (const model::Layer& l : full.graph.layers) {
+    if (l.role == model::LayerRole::kBlock) ++blocks;
+    EXPECT_EQ(recomputed.count(l.name), l.role == model::LayerRole::kBlock ? 1u : 0u) << l.name;
+  }
+  EXPECT_EQ(recomputed.size(), static_cast<std::size_t>(blocks));
+  EXPECT_GT(blocks, 0);
 }
 
 // PyTorch autocast over fp32 weights: every micro-batch casts each linear

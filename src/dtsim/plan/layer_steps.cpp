@@ -428,7 +428,7 @@ const std::vector<Step>& LayerSteps::build(int layer, Pass pass) {
     append(out, l, false, false);
     return out;
   }
-  if (r_.s.recompute == Recompute::kFull) {
+  if (recomputes_layer(r_.s, l)) {
     append(out, l, false, true);
     recompute_count_[static_cast<std::size_t>(layer)] = out.size();
   }

@@ -70,13 +70,13 @@ Lowering::LayerCursor Lowering::start_layer(int layer, bool backward, int mb, Ta
 
 // Lowers the layer's steps until it is done or, with pause_after_ep, until
 // it has issued an expert-parallel all-to-all; true when it paused there.
-// Activations: without full recomputation a layer keeps its saved tensors
-// from forward to backward; with it, only its input, and the recomputed
-// forward holds the rest for the length of the layer's backward.
+// Activations: a layer that is not recomputed (recomputes_layer) keeps its
+// saved tensors from forward to backward; one that is, only its input, and
+// the recomputed forward holds the rest for the length of its backward.
 bool Lowering::run_steps(RankState& s, LayerCursor& c, bool pause_after_ep) {
   const std::vector<Step>& steps = *c.steps;
-  const bool full = r_.s.recompute == Recompute::kFull;
   const model::Layer& l = graph_.layers[static_cast<std::size_t>(c.layer)];
+  const bool full = recomputes_layer(r_.s, l);
   const Bytes saved = saved_bytes_[static_cast<std::size_t>(c.layer)];
   const Bytes kept = full && graph_.transformer
                          ? layer_input_bytes(l.tokens > 0 ? l.tokens : graph_.seq_len, graph_.transformer->hidden, r_)

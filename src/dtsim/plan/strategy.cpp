@@ -112,6 +112,10 @@ void check_stage_layers(const Strategy& s, std::int64_t blocks) {
 
 }  // namespace
 
+bool recomputes_layer(const Strategy& s, const model::Layer& layer) {
+  return s.recompute == Recompute::kFull && layer.role == model::LayerRole::kBlock;
+}
+
 std::optional<MoeGraph> moe_graph_scope(std::string_view scope) {
   if (scope == "off") return MoeGraph::kOff;
   if (scope == "moe_router") return MoeGraph::kRouter;

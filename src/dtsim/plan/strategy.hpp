@@ -209,6 +209,14 @@ struct Strategy {
   bool torus_only = false;       ///< the `tpu` preset: only on a torus cluster
 };
 
+/// Whether the layer's forward runs again before its backward. Full
+/// recomputation checkpoints the transformer blocks and nothing else:
+/// Megatron's TransformerBlock (ParallelTransformer._checkpointed_forward in
+/// 2020-2022) wraps its layers only, and FSDP's and Hugging Face's activation
+/// checkpointing wrap each block; the embedding and the head with its loss
+/// keep what they saved. A layer graph's layers are all blocks.
+[[nodiscard]] bool recomputes_layer(const Strategy& s, const model::Layer& layer);
+
 /// A named classic strategy and what it expands to.
 struct Preset {
   const char* name;
