@@ -66,11 +66,18 @@ TEST(LaunchConfig, Megatron2021ArgumentsMapAsThatVersionReadThem) {
   plan::LaunchStrategy ddp = plan::from_megatron_args("--checkpoint-activations --DDP-impl torch", "args");
   EXPECT_EQ(ddp.strategy, "framework=megatron,recompute=full,overlap=on");
   EXPECT_EQ(plan::parse_strategy(ddp.strategy).bucket.value(), 25.0 * 1024 * 1024);
-  // Only some layers recomputed, or checkpoints every n layers: said, not modelled.
+  // The block method: the first n layers of each stage's chunk (1 by default).
   plan::LaunchStrategy block = plan::from_megatron_args(
       "--activations-checkpoint-method block --activations-checkpoint-num-layers 2", "args");
-  EXPECT_EQ(block.strategy, "framework=megatron,overlap=off");
-  EXPECT_EQ(block.not_modelled.size(), 2U);
+  EXPECT_EQ(block.strategy, "framework=megatron,recompute=full,recompute_layers=2,overlap=off");
+  EXPECT_TRUE(block.not_modelled.empty());
+  EXPECT_EQ(plan::from_megatron_args("--activations-checkpoint-method block", "args").strategy,
+            "framework=megatron,recompute=full,recompute_layers=1,overlap=off");
+  // Uniform checkpoints every n layers: the same layers recomputed, only what is kept differs.
+  plan::LaunchStrategy every2 = plan::from_megatron_args(
+      "--activations-checkpoint-method uniform --activations-checkpoint-num-layers 2", "args");
+  EXPECT_EQ(every2.strategy, "framework=megatron,recompute=full,overlap=off");
+  EXPECT_EQ(every2.not_modelled.size(), 1U);
   // Megatron-LM's fusions, off together; one alone is said, not modelled.
   plan::LaunchStrategy unfused = plan::from_megatron_args(
       "--no-masked-softmax-fusion --no-bias-gelu-fusion --no-bias-dropout-fusion", "args");
@@ -89,17 +96,39 @@ TEST(LaunchConfig, Megatron2021ArgumentsMapAsThatVersionReadThem) {
             "run.sh: /activations-checkpoint-method: expected uniform or block, got \"all\"");
 }
 
+// Megatron-Core's recomputation of some blocks (--recompute-method block,
+// as Megatron-Bridge's recompute_num_layers sets it) and its checks.
+TEST(LaunchConfig, MegatronCoreRecomputesSomeBlocksByTheBlockMethod) {
+  plan::LaunchStrategy block = plan::from_megatron_args(
+      "--recompute-granularity full --recompute-method block --recompute-num-layers 5", "args");
+  EXPECT_EQ(block.strategy, "framework=megatron,recompute=full,recompute_layers=5,overlap=off");
+  EXPECT_TRUE(block.not_modelled.empty());
+  EXPECT_EQ(plan::parse_strategy(block.strategy).recompute_layers, 5);
+  plan::LaunchStrategy uniform = plan::from_megatron_args(
+      "--recompute-granularity full --recompute-method uniform --recompute-num-layers 4", "args");
+  EXPECT_EQ(uniform.strategy, "framework=megatron,recompute=full,overlap=off");
+  EXPECT_EQ(uniform.not_modelled.size(), 1U);
+  EXPECT_EQ(megatron_error("--recompute-method block --recompute-num-layers 5"),
+            "run.sh: /recompute-method: needs --recompute-granularity full beside it (as Megatron-Core does)");
+  EXPECT_EQ(megatron_error("--recompute-granularity full --recompute-method block"),
+            "run.sh: /recompute-method: needs --recompute-num-layers beside it (as Megatron-Core does)");
+  EXPECT_EQ(megatron_error("--recompute-granularity full --recompute-method blocks --recompute-num-layers 5"),
+            "run.sh: /recompute-method: expected uniform or block, got \"blocks\"");
+  EXPECT_EQ(megatron_error("--recompute-granularity full --recompute-method block --recompute-num-layers 0"),
+            "run.sh: /recompute-num-layers: expected an integer of at least 1, got \"0\"");
+}
+
 TEST(LaunchConfig, MegatronFlagsAndTheirInteractions) {
   plan::LaunchStrategy l = plan::from_megatron_args(
       "--tensor-model-parallel-size=2 --context-parallel-size 2 --expert-model-parallel-size 4 --bf16 --fp8-format hybrid "
       "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap --sequence-parallel "
-      "--recompute-activations --recompute-granularity full --recompute-method uniform "
+      "--recompute-activations --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 "
       "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split",
       "args");
   EXPECT_EQ(l.strategy,
             "framework=megatron,tp=2,cp=2,ep=4,dtype=fp8,zero=1,overlap=on,param_overlap=on,tp_overlap=on,sp=on,"
             "recompute=full,pipeline_split=balanced");
-  EXPECT_TRUE(contains(l.not_modelled, "--recompute-method"));
+  EXPECT_TRUE(l.not_modelled.empty());
   // Megatron-LM 2021-2022's switch for the backward all-reduce beside the weight gradient.
   EXPECT_EQ(plan::from_megatron_args("--tensor-model-parallel-size 8 --no-async-tensor-model-parallel-allreduce", "args").strategy,
             "framework=megatron,tp=8,tp_overlap=off,overlap=off");

@@ -175,6 +175,30 @@ TEST(Simulation, FullRecomputationRecomputesTheBlocksOnly) {
   EXPECT_GT(blocks, 0);
 }
 
+// Megatron's block method (recompute_layers): the first n blocks of each
+// model chunk are recomputed, the others keep their activations, so time
+// and memory fall between none and full.
+TEST(Simulation, RecomputeLayersRecomputesTheFirstBlocksOfEachModelChunk) {
+  const std::string base = "pp=2,vpp=2,gbs=16";  // GPT-3 1.3B's 24 blocks: four chunks of 6
+  driver::Simulation some = run(base + ",recompute=full,recompute_layers=2", 1);
+  std::set<std::string> recomputed;
+  for (const plan::Kernel& k : some.tasks.kernels) {
+    const auto dot = k.name.rfind(".recompute");
+    if (dot != std::string::npos) recomputed.insert(k.name.substr(0, dot));
+  }
+  EXPECT_EQ(recomputed, (std::set<std::string>{"block.0", "block.1", "block.6", "block.7", "block.12", "block.13",
+                                               "block.18", "block.19"}));
+  driver::Simulation none = run(base, 1), full = run(base + ",recompute=full", 1);
+  EXPECT_LT(none.timeline.makespan, some.timeline.makespan);
+  EXPECT_LT(some.timeline.makespan, full.timeline.makespan);
+  EXPECT_LT(full.report.peak_bytes, some.report.peak_bytes);
+  EXPECT_LT(some.report.peak_bytes, none.report.peak_bytes);
+  // As many as a chunk holds, or more, is every block.
+  driver::Simulation all = run(base + ",recompute=full,recompute_layers=6", 1);
+  EXPECT_EQ(all.timeline.makespan, full.timeline.makespan);
+  EXPECT_DOUBLE_EQ(all.report.peak_bytes.value(), full.report.peak_bytes.value());
+}
+
 // PyTorch autocast over fp32 weights: every micro-batch casts each linear
 // weight to bf16 (6 bytes a parameter) and keeps the copy for its backward
 // (2), whose bf16 weight gradient is cast back (6); after the first

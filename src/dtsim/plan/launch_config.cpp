@@ -58,7 +58,7 @@ const std::map<std::string, std::string, std::less<>>& megatron_flags() {
 // Arguments that change a step in ways dtsim does not model.
 const std::set<std::string, std::less<>>& megatron_not_modelled() {
   static const std::set<std::string, std::less<>> keys = {
-      "--recompute-method", "--recompute-num-layers", "--cpu-offloading",
+      "--cpu-offloading",
       "--optimizer-cpu-offload", "--fp8-recipe", "--num-distributed-optimizer-instances", "--delay-wgrad-compute"};
   return keys;
 }
@@ -181,16 +181,47 @@ LaunchStrategy from_megatron_args(std::string_view args, const std::string& sour
       out.mapped.push_back(fmt::format("{} {} -> vpp={}", key, value, vpp));
     } else if (key == "--checkpoint-activations" || key == "--activations-checkpoint-method") {
       // Megatron-LM before Core (2021): checkpointing is on with either; its
-      // uniform method recomputes every layer, its block method only some.
+      // uniform method recomputes every layer, its block method the first
+      // --activations-checkpoint-num-layers (1 by default) of each stage's chunk.
       if (key == "--activations-checkpoint-method" && value != "uniform" && value != "block") {
         throw core::InputError(source, "/activations-checkpoint-method", fmt::format("expected uniform or block, got \"{}\"", value));
       }
+      add(out, "recompute=full");
       if (value == "block") {
-        out.not_modelled.push_back(key + " block (some layers of each stage recomputed: modelled as none)");
+        const auto n = values.find("--activations-checkpoint-num-layers");
+        const int layers = n == values.end() ? 1 : positive_int(n->second, source, "/activations-checkpoint-num-layers");
+        add(out, fmt::format("recompute_layers={}", layers));
+        out.mapped.push_back(fmt::format("{} block -> recompute=full,recompute_layers={}", key, layers));
       } else {
-        add(out, "recompute=full");
         out.mapped.push_back(fmt::format("{}{} -> recompute=full", key, value.empty() ? "" : " " + value));
       }
+    } else if (key == "--recompute-method") {
+      // Megatron-Core: block recomputes the first --recompute-num-layers
+      // blocks of each model chunk; uniform all of them, that many at a time.
+      if (value != "uniform" && value != "block") {
+        throw core::InputError(source, "/recompute-method", fmt::format("expected uniform or block, got \"{}\"", value));
+      }
+      const auto granularity = values.find("--recompute-granularity");
+      if (granularity == values.end() || granularity->second != "full") {
+        throw core::InputError(source, "/recompute-method", "needs --recompute-granularity full beside it (as Megatron-Core does)");
+      }
+      const auto n = values.find("--recompute-num-layers");
+      if (n == values.end()) {
+        throw core::InputError(source, "/recompute-method", "needs --recompute-num-layers beside it (as Megatron-Core does)");
+      }
+      const int layers = positive_int(n->second, source, "/recompute-num-layers");
+      if (value == "block") {
+        add(out, fmt::format("recompute_layers={}", layers));
+        out.mapped.push_back(fmt::format("{} block --recompute-num-layers {} -> recompute_layers={}", key, layers, layers));
+      } else if (layers == 1) {
+        out.mapped.push_back(fmt::format("{} uniform --recompute-num-layers 1 -> recompute=full (each block)", key));
+      } else {
+        out.not_modelled.push_back(fmt::format("{} uniform --recompute-num-layers {} (the activation memory of checkpoints "
+                                               "every {} blocks: modelled as every block's input kept)",
+                                               key, layers, layers));
+      }
+    } else if (key == "--recompute-num-layers") {
+      if (!values.count("--recompute-method")) out.ignored.push_back(key + " (without --recompute-method)");
     } else if (key == "--DDP-impl") {
       // Megatron-LM before Core: torch is PyTorch's DistributedDataParallel,
       // which all-reduces 25 MiB buckets during the backward; local (the
@@ -217,7 +248,11 @@ LaunchStrategy from_megatron_args(std::string_view args, const std::string& sour
         out.mapped.push_back("--no-masked-softmax-fusion --no-bias-gelu-fusion --no-bias-dropout-fusion -> fusions=off");
       }
     } else if (key == "--activations-checkpoint-num-layers") {
-      // Checkpointing every n layers recomputes the same layers; only what is kept differs.
+      // Under the block method it counts the layers recomputed (above); under
+      // uniform, checkpointing every n layers recomputes the same layers and
+      // only what is kept differs.
+      const auto method = values.find("--activations-checkpoint-method");
+      if (method != values.end() && method->second == "block") continue;
       if (value == "1") out.ignored.push_back(key + " 1 (the default)");
       else out.not_modelled.push_back(key + " (activation memory of checkpoints every " + value + " layers)");
     } else if (key == "--fp8-format") {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "dtsim/plan/lower.hpp"
 #include "dtsim/plan/memory.hpp"
 #include "dtsim/plan/moe_dispatch.hpp"
 
@@ -18,7 +19,11 @@ constexpr int kGroupedGemmStreams = 4;
 }  // namespace
 
 LayerSteps::LayerSteps(const model::Graph& graph, const ResolvedStrategy& strategy, std::vector<Kernel>& kernels)
-    : graph_(graph), r_(strategy), kernels_(kernels), act_bytes_(hw::activation_bytes(strategy.s.dtype)) {
+    : graph_(graph),
+      r_(strategy),
+      kernels_(kernels),
+      act_bytes_(hw::activation_bytes(strategy.s.dtype)),
+      recomputed_(recomputed_layers(graph, strategy.s)) {
   cache_.resize(2 * graph.layers.size());
   recompute_count_.assign(graph.layers.size(), 0);
 }
@@ -428,7 +433,7 @@ const std::vector<Step>& LayerSteps::build(int layer, Pass pass) {
     append(out, l, false, false);
     return out;
   }
-  if (recomputes_layer(r_.s, l)) {
+  if (recomputed(layer)) {
     append(out, l, false, true);
     recompute_count_[static_cast<std::size_t>(layer)] = out.size();
   }

@@ -34,8 +34,10 @@ class LayerSteps {
   LayerSteps(const model::Graph& graph, const ResolvedStrategy& strategy, std::vector<Kernel>& kernels);
 
   const std::vector<Step>& forward(int layer) { return build(layer, Pass::kForward); }
-  /// With full recomputation, the layer's forward again (hardware FLOPs only) and then its backward.
+  /// Of a recomputed layer, its forward again (hardware FLOPs only) and then its backward.
   const std::vector<Step>& backward(int layer) { return build(layer, Pass::kBackward); }
+  /// Whether the layer is recomputed (recomputed_layers).
+  [[nodiscard]] bool recomputed(int layer) const { return recomputed_[static_cast<std::size_t>(layer)]; }
   /// How many leading steps of backward() are the recomputed forward.
   std::size_t recompute_steps(int layer);
 
@@ -64,6 +66,7 @@ class LayerSteps {
   double act_bytes_;
   std::vector<std::vector<Step>> cache_;
   std::vector<std::size_t> recompute_count_;
+  std::vector<bool> recomputed_;
 };
 
 }  // namespace dtsim::plan

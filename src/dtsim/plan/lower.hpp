@@ -35,4 +35,15 @@ TaskGraph lower(const model::Graph& graph, const ResolvedStrategy& strategy, con
 /// under balanced_split. Returns, for each stage, its layer indices.
 std::vector<std::vector<int>> stage_layers(const model::Graph& graph, const Strategy& strategy);
 
+/// Per layer of the graph, whether its forward runs again before its
+/// backward. Full recomputation checkpoints the transformer blocks and
+/// nothing else: Megatron's TransformerBlock (ParallelTransformer.
+/// _checkpointed_forward in 2020-2022) wraps its layers only, as FSDP's and
+/// Hugging Face's activation checkpointing wrap each block; the embedding
+/// and the head with its loss keep what they saved. With recompute_layers,
+/// only the first that many blocks of each virtual stage (Megatron-Core's
+/// block method counts a model chunk's layers). A layer graph's layers are
+/// all blocks. All false without recompute=full.
+std::vector<bool> recomputed_layers(const model::Graph& graph, const Strategy& strategy);
+
 }  // namespace dtsim::plan

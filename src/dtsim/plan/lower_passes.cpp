@@ -76,7 +76,7 @@ Lowering::LayerCursor Lowering::start_layer(int layer, bool backward, int mb, Ta
 bool Lowering::run_steps(RankState& s, LayerCursor& c, bool pause_after_ep) {
   const std::vector<Step>& steps = *c.steps;
   const model::Layer& l = graph_.layers[static_cast<std::size_t>(c.layer)];
-  const bool full = recomputes_layer(r_.s, l);
+  const bool full = steps_.recomputed(c.layer);
   const Bytes saved = saved_bytes_[static_cast<std::size_t>(c.layer)];
   const Bytes kept = full && graph_.transformer
                          ? layer_input_bytes(l.tokens > 0 ? l.tokens : graph_.seq_len, graph_.transformer->hidden, r_)

@@ -50,4 +50,18 @@ std::vector<std::vector<int>> stage_layers(const model::Graph& graph, const Stra
   return out;
 }
 
+std::vector<bool> recomputed_layers(const model::Graph& graph, const Strategy& s) {
+  std::vector<bool> out(graph.layers.size(), false);
+  if (s.recompute != Recompute::kFull) return out;
+  for (const std::vector<int>& chunk : stage_layers(graph, s)) {
+    int blocks = 0;
+    for (int layer : chunk) {
+      if (graph.layers[static_cast<std::size_t>(layer)].role != model::LayerRole::kBlock) continue;
+      out[static_cast<std::size_t>(layer)] = s.recompute_layers == 0 || blocks < s.recompute_layers;
+      ++blocks;
+    }
+  }
+  return out;
+}
+
 }  // namespace dtsim::plan

@@ -112,10 +112,6 @@ void check_stage_layers(const Strategy& s, std::int64_t blocks) {
 
 }  // namespace
 
-bool recomputes_layer(const Strategy& s, const model::Layer& layer) {
-  return s.recompute == Recompute::kFull && layer.role == model::LayerRole::kBlock;
-}
-
 std::optional<MoeGraph> moe_graph_scope(std::string_view scope) {
   if (scope == "off") return MoeGraph::kOff;
   if (scope == "moe_router") return MoeGraph::kRouter;
@@ -124,7 +120,7 @@ std::optional<MoeGraph> moe_graph_scope(std::string_view scope) {
 }
 
 std::string_view strategy_keys() {
-  return "dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, grad_reduce, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, "
+  return "dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, grad_reduce, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, recompute_layers, "
          "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, ep_overlap, autocast, fusions, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor, cuda_graph";
 }
 
@@ -224,6 +220,8 @@ Strategy parse_strategy(std::string_view text) {
       s.sp = on_off(key, value);
     } else if (key == "vpp") {
       s.vpp = positive(key, value, 1, kMaxGpus);
+    } else if (key == "recompute_layers") {
+      s.recompute_layers = positive(key, value, 0, static_cast<int>(model::kMaxLayers));
     } else if (key == "first_stage_layers") {
       s.first_stage_layers = positive(key, value, 0, static_cast<int>(model::kMaxLayers));
     } else if (key == "last_stage_layers") {
@@ -455,6 +453,9 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
     if (s.ep == 1) fail("ep_overlap", "overlaps expert-parallel all-to-alls; it needs ep > 1");
     if (s.pp > 1 && s.vpp == 1) fail("ep_overlap", "with pp > 1 it needs the interleaved schedule (vpp > 1), as Megatron-Core does");
     if (s.recompute == Recompute::kFull) fail("ep_overlap", "cannot run with full recomputation (Megatron-Core refuses it)");
+  }
+  if (s.recompute_layers > 0 && s.recompute != Recompute::kFull) {
+    fail("recompute_layers", "counts the blocks full recomputation reruns; it needs recompute=full");
   }
   if (s.schedule == Schedule::kInterleaved) {
     if (s.pp == 1) fail("schedule", "the interleaved schedule needs pp > 1");

@@ -115,6 +115,11 @@ struct Strategy {
   /// on 16 stages become 7, 8 x 14, 7.
   bool balanced_split = false;
   Recompute recompute = Recompute::kNone;
+  /// Under recompute=full, the blocks recomputed in each model chunk of a
+  /// pipeline stage: its first recompute_layers (Megatron's --recompute-method
+  /// block --recompute-num-layers N); the chunk's other blocks keep their
+  /// activations. 0: every block.
+  int recompute_layers = 0;
   core::Bytes bucket = core::Bytes(25.0 * 1048576.0);  ///< gradient bucket (PyTorch DDP's 25 MiB)
   /// Fused attention (FlashAttention) keeps no s x s scores and recomputes
   /// them in the backward pass; "standard" materialises them (Megatron 2021).
@@ -208,14 +213,6 @@ struct Strategy {
   bool megatron_layout = false;  ///< the `megatron` preset: tp and pp chosen from the cluster's shape
   bool torus_only = false;       ///< the `tpu` preset: only on a torus cluster
 };
-
-/// Whether the layer's forward runs again before its backward. Full
-/// recomputation checkpoints the transformer blocks and nothing else:
-/// Megatron's TransformerBlock (ParallelTransformer._checkpointed_forward in
-/// 2020-2022) wraps its layers only, and FSDP's and Hugging Face's activation
-/// checkpointing wrap each block; the embedding and the head with its loss
-/// keep what they saved. A layer graph's layers are all blocks.
-[[nodiscard]] bool recomputes_layer(const Strategy& s, const model::Layer& layer);
 
 /// A named classic strategy and what it expands to.
 struct Preset {
