@@ -70,7 +70,7 @@ Lowering::LayerCursor Lowering::start_layer(int layer, bool backward, int mb, Ta
 
 // Lowers the layer's steps until it is done or, with pause_after_ep, until
 // it has issued an expert-parallel all-to-all; true when it paused there.
-// Activations: a layer that is not recomputed (recomputes_layer) keeps its
+// Activations: a layer that is not recomputed (LayerSteps::recomputed) keeps its
 // saved tensors from forward to backward; one that is, only its input, and
 // the recomputed forward holds the rest for the length of its backward.
 bool Lowering::run_steps(RankState& s, LayerCursor& c, bool pause_after_ep) {

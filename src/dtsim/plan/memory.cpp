@@ -82,7 +82,10 @@ core::Bytes saved_activation_bytes(const model::Layer& layer, const ResolvedStra
     const double sharded = op.kind == model::OpKind::kLoss && r.s.fused_loss ? s.sharded_elements / 2 : s.sharded_elements;
     elements += sharded / tp + s.replicated_elements / input_split;
     masks += s.sharded_mask / tp + s.replicated_mask / input_split;
-    if (!r.s.flash_attention && r.s.recompute == Recompute::kNone) {  // fused attention keeps only a row statistic of the scores
+    // Fused attention keeps only a row statistic of the scores, selective
+    // recomputation none; a block that full recomputation reruns keeps them
+    // for its backward only (what it saves is held from its recomputed forward on).
+    if (!r.s.flash_attention && r.s.recompute != Recompute::kSelective) {
       elements += s.score_elements / tp;
       masks += s.score_mask / tp;
     }

@@ -120,8 +120,8 @@ std::optional<MoeGraph> moe_graph_scope(std::string_view scope) {
 }
 
 std::string_view strategy_keys() {
-  return "dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, grad_reduce, overlap, zero, bucket, attention, sp, schedule, vpp, recompute, recompute_layers, "
-         "ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, ep_overlap, autocast, fusions, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor, cuda_graph";
+  return "dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, grad_reduce, overlap, zero, bucket, attention, sp, schedule, vpp, "
+         "recompute, recompute_layers, ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, ep_overlap, autocast, fusions, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor, cuda_graph";
 }
 
 const std::vector<Preset>& presets() {
