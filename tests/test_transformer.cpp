@@ -385,3 +385,21 @@ TEST(Transformer, ExpertsRunOneGemmEachOverTheirRoutedTokens) {
     }
   }
 }
+
+// Transformer Engine under FP8 keeps each linear layer's input as its FP8
+// cast (1 byte): of Korthikanti et al.'s 34·s·h, the QKV, projection and
+// fc1 inputs (2 each) become 1 and fc2's (8) 4; FlashAttention's output
+// (2·s·h), which the 16-bit projection kept as its input, is kept apart.
+TEST(Transformer, Fp8KeepsTheLinearLayersInputsInOneByte) {
+  const double h = 4096, a = 32, s = 2048;
+  model::Graph g = model::build_transformer(gpt(4096, 32, 2048));
+  plan::ResolvedStrategy flash = strategy(1, true), unfused = strategy(1, false);
+  flash.s.dtype = unfused.s.dtype = hw::Dtype::kFp8;
+  EXPECT_DOUBLE_EQ(plan::saved_activation_bytes(first_block(g), flash).value(), 29 * s * h);
+  EXPECT_DOUBLE_EQ(plan::saved_activation_bytes(first_block(g), unfused).value(), s * h * (27 + 5 * a * s / h));
+  // The output layer is Megatron's own, in 16 bits.
+  plan::ResolvedStrategy bf16 = strategy(1, true);
+  bf16.s.dtype = hw::Dtype::kBf16;
+  EXPECT_DOUBLE_EQ(plan::saved_activation_bytes(g.layers.back(), flash).value(),
+                   plan::saved_activation_bytes(g.layers.back(), bf16).value());
+}

@@ -43,6 +43,11 @@ struct SavedActivations {
   /// selective recomputation drops; sharded by tp.
   double score_elements = 0;
   core::Bytes score_mask;
+  /// The attention's output, which a fused kernel's backward reads again
+  /// (FlashAttention saves it); sharded by tp. The projection after it keeps
+  /// the same tensor as its input, so it counts apart only where that
+  /// projection keeps an FP8 copy instead (plan::saved_activation_bytes).
+  double output_elements = 0;
 };
 
 struct Op {

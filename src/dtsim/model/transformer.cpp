@@ -164,6 +164,7 @@ void add_attention(Layer& layer, const TransformerConfig& c, std::int64_t window
   core.backward_elements_moved = 8.0 * sq;
   core.weight_elements_moved = 0;
   core.saved.sharded_elements = sq + static_cast<double>(s * kv_width);  // Q, K, V
+  core.saved.output_elements = static_cast<double>(s * out_width);
   set_scores(core, c, scores);
   layer.ops.push_back(core);
 
@@ -208,6 +209,7 @@ void add_cross_attention(Layer& layer, const TransformerConfig& c, std::int64_t 
   core.backward_elements_moved = 2.0 * core.forward_elements_moved;
   core.weight_elements_moved = 0;
   core.saved.sharded_elements = sw + 2.0 * ew;
+  core.saved.output_elements = sw;
   set_scores(core, c, scores);
   layer.ops.push_back(core);
   Op proj = gemm_op("xattn.proj", TensorSplit::kSharded, {s, h, width, 1});

@@ -68,7 +68,15 @@ core::Bytes saved_activation_bytes(const model::Layer& layer, const ResolvedStra
   const double tp = r.s.tp;
   const double replicated_split = r.s.sp ? tp : 1.0;  // sequence parallelism shards norms and dropout
   const double element_bytes = hw::activation_bytes(r.s.dtype);
-  double elements = 0;
+  // Under FP8 a block's linear layers are Transformer Engine's, which keep
+  // the FP8 cast of their input for the weight gradient (1 byte an element,
+  // linear.py: saved_inputmat is the FP8 inputmat) where a 16-bit layer keeps
+  // the input itself. The output layer (Megatron's own ColumnParallelLinear)
+  // and attention stay 16-bit; so FlashAttention's output, which its
+  // backward reads and a 16-bit projection keeps as its input anyway, counts
+  // apart. FP4 recipes are not modelled here: their inputs count 16 bits.
+  const bool fp8_linear = r.s.dtype == hw::Dtype::kFp8 && layer.role == model::LayerRole::kBlock;
+  double bytes = 0;
   core::Bytes masks, weight_copies;
   for (const model::Op& op : layer.ops) {
     const model::SavedActivations& s = op.saved;
@@ -80,18 +88,20 @@ core::Bytes saved_activation_bytes(const model::Layer& layer, const ResolvedStra
     // The fused cross entropy keeps the 16-bit gradient it wrote over the
     // logits, one element a logit, where the fp32 softmax takes two.
     const double sharded = op.kind == model::OpKind::kLoss && r.s.fused_loss ? s.sharded_elements / 2 : s.sharded_elements;
-    elements += sharded / tp + s.replicated_elements / input_split;
+    const double op_bytes = fp8_linear && op.kind == model::OpKind::kGemm ? 1.0 : element_bytes;
+    bytes += (sharded / tp + s.replicated_elements / input_split) * op_bytes;
     masks += s.sharded_mask / tp + s.replicated_mask / input_split;
+    if (fp8_linear && r.s.flash_attention) bytes += s.output_elements / tp * element_bytes;
     // Fused attention keeps only a row statistic of the scores, selective
     // recomputation none; a block that full recomputation reruns keeps them
     // for its backward only (what it saves is held from its recomputed forward on).
     if (!r.s.flash_attention && r.s.recompute != Recompute::kSelective) {
-      elements += s.score_elements / tp;
+      bytes += s.score_elements / tp * element_bytes;
       masks += s.score_mask / tp;
     }
   }
   // Each context-parallel rank keeps the activations of its seq_len/cp tokens.
-  return (core::Bytes(elements * element_bytes) + masks) * (static_cast<double>(r.s.mbs) / r.s.cp) + weight_copies;
+  return (core::Bytes(bytes) + masks) * (static_cast<double>(r.s.mbs) / r.s.cp) + weight_copies;
 }
 
 core::Bytes layer_input_bytes(std::int64_t tokens, std::int64_t hidden, const ResolvedStrategy& r) {
