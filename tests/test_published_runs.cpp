@@ -145,13 +145,14 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
                                                // the dropout mask's traffic: 10.0%; the causal softmax kernel's
                                                // bytes as its code moves them (half a pass less forward, one
                                                // less backward): 11.1%; the head and the embedding no longer
-                                               // recomputed (Megatron checkpoints its transformer layers only): 12.3%
+                                               // recomputed (Megatron checkpoints its transformer layers only): 12.3%;
+                                               // the context's layout copy and the Q, K, V gradients' cat: 12.0%
                                                {"megatron-sc21", 0.125}};
   for (const auto& [name, s] : by_source) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name)) << name << " (issue 12's target: 0.05)";
   }
-  EXPECT_LE(all.mean(), 0.095);  // 9.0%, 9.2% with only the blocks recomputed
+  EXPECT_LE(all.mean(), 0.095);  // 9.0%, 9.2% with only the blocks recomputed, 9.1% with Megatron's layout copies
   EXPECT_EQ(all.n, 61);  // 50 cases of published-runs.json (one gives two ends) + 10 SC'21 rows
 }
 
@@ -173,7 +174,7 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // Korthikanti et al.'s runs, optimistic on every row like SC'21's
                                               // (6.2% and 10.4%, 5.7% and 9.2% with the dropout mask's traffic,
                                               // 6.4% and 10.9% with the causal softmax kernel's own bytes, 7.0%
-                                              // with only the blocks recomputed)
+                                              // with only the blocks recomputed, 6.8% and 10.5% with the layout copies)
                                               {"megatron-2022", {0.075, 0.115}},
                                               // worst: the GB300 and the GB200 (Blackwell Ultra's doubled
                                               // exponent rate for attention and 1,400 W dtsim takes as the

@@ -158,7 +158,11 @@ const model::Op* attention_core(const model::Graph& g) {
 // with dropout's 1-byte mask written forward and read backward. Under the
 // causal mask Megatron's softmax is its upper-triangular kernel: it reads a
 // row up to the diagonal and writes it whole (1.5 passes), and its backward
-// reads probabilities and gradient up to the diagonal (2 passes).
+// reads probabilities and gradient up to the diagonal (2 passes). Megatron
+// with its fusions also copies the context into [s, b, h]
+// (permute(2, 0, 1, 3).contiguous(): the output read and written) and,
+// backward, joins the Q, K and V gradients in split's backward (a cat: all
+// three read and written).
 TEST(Transformer, AttentionCarriesTheMaskAndTheFrameworksPasses) {
   const model::Graph g = one_block(0.1);
   const model::Op* core = attention_core(g);
@@ -172,15 +176,18 @@ TEST(Transformer, AttentionCarriesTheMaskAndTheFrameworksPasses) {
   plan::LayerSteps megatron(g, megatron_core, kernels);
   const double scores = 8.0 * 2048 * 2048;
   const double scores_bytes = scores * 2, mask_bytes = scores;
+  const double context = 2048.0 * 1024, context_copy = 2 * context * 2, qkv_cat = 2 * 3 * context * 2;
+  EXPECT_DOUBLE_EQ(core->saved.output_elements, context);
+  EXPECT_DOUBLE_EQ(core->saved.sharded_elements, 3 * context);
   EXPECT_DOUBLE_EQ(eager.work(*core, false).bytes_moved.value(), 8 * scores_bytes + mask_bytes);
-  EXPECT_DOUBLE_EQ(megatron.work(*core, false).bytes_moved.value(), 3.5 * scores_bytes + mask_bytes);
+  EXPECT_DOUBLE_EQ(megatron.work(*core, false).bytes_moved.value(), 3.5 * scores_bytes + mask_bytes + context_copy);
   // Megatron-LM without its fusions (2020): a masked_fill_ and PyTorch's softmax.
   plan::ResolvedStrategy unfused_megatron = megatron_core;
   unfused_megatron.s.fusions = false;
   plan::LayerSteps megatron_2020(g, unfused_megatron, kernels);
   EXPECT_DOUBLE_EQ(megatron_2020.work(*core, false).bytes_moved.value(), 6 * scores_bytes + mask_bytes);
   EXPECT_DOUBLE_EQ(megatron_2020.work(*core, true).bytes_moved.value(), 7 * scores_bytes + mask_bytes);
-  EXPECT_DOUBLE_EQ(megatron.work(*core, true).bytes_moved.value(), 4 * scores_bytes + mask_bytes);
+  EXPECT_DOUBLE_EQ(megatron.work(*core, true).bytes_moved.value(), 4 * scores_bytes + mask_bytes + qkv_cat);
   // The backward keeps the softmax output, the dropped-out probabilities and the mask.
   EXPECT_DOUBLE_EQ(core->saved.score_elements, 2 * scores);
   EXPECT_DOUBLE_EQ(core->saved.score_mask.value(), mask_bytes);
@@ -204,9 +211,11 @@ TEST(Transformer, AttentionWithoutDropoutSkipsItsPassesAndMask) {
   EXPECT_DOUBLE_EQ(eager.work(*core, false).bytes_moved.value(), 6 * 2 * scores);
   EXPECT_DOUBLE_EQ(eager.work(*core, true).bytes_moved.value(), 7 * 2 * scores);
   // The fused causal softmax alone: half the row read, all of it written;
-  // backward, half of two rows read, all of one written.
-  EXPECT_DOUBLE_EQ(megatron.work(*core, false).bytes_moved.value(), 1.5 * 2 * scores);
-  EXPECT_DOUBLE_EQ(megatron.work(*core, true).bytes_moved.value(), 2 * 2 * scores);
+  // backward, half of two rows read, all of one written (and the layout's
+  // copies, which do not depend on dropout).
+  const double context = 2048.0 * 1024;
+  EXPECT_DOUBLE_EQ(megatron.work(*core, false).bytes_moved.value(), 1.5 * 2 * scores + 2 * context * 2);
+  EXPECT_DOUBLE_EQ(megatron.work(*core, true).bytes_moved.value(), 2 * 2 * scores + 2 * 3 * context * 2);
   EXPECT_DOUBLE_EQ(core->saved.score_elements, scores);
   EXPECT_DOUBLE_EQ(core->saved.score_mask.value(), 0.0);
 }

@@ -130,7 +130,17 @@ Bytes LayerSteps::bytes_moved(const model::Op& op, bool backward, double samples
     // the forward writes it, the backward reads it, and the activation
     // memory holds it (model::SavedActivations::score_mask).
     const double mask_bytes = op.score_dropout ? 1.0 : 0.0;
-    return Bytes(op.score_elements * (score_passes(backward, op.score_dropout, op.causal) * act_bytes_ + mask_bytes) * samples);
+    // Megatron's layout around it (megatron/model/transformer.py from 2021,
+    // Megatron-Core's local DotProductAttention): the context goes from
+    // [b·np, s, hn] to [s, b, h] through permute(2, 0, 1, 3).contiguous(), a
+    // copy of the output; backward, the Q, K and V gradients join through
+    // torch.split's backward, a cat that reads and writes all three.
+    const bool megatron_layout = r_.s.framework == Framework::kMegatron && r_.s.fusions;
+    const double layout_elements =
+        !megatron_layout ? 0.0 : 2.0 * (backward ? op.saved.sharded_elements : op.saved.output_elements);
+    return Bytes((op.score_elements * (score_passes(backward, op.score_dropout, op.causal) * act_bytes_ + mask_bytes) +
+                  layout_elements * act_bytes_) *
+                 samples);
   }
   if (op.kind == model::OpKind::kLoss && r_.s.fused_loss) {
     // Transformer Engine's Triton cross entropy (v2.9): the online softmax
