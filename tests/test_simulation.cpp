@@ -23,6 +23,15 @@ driver::Simulation run(const std::string& strategy, std::optional<int> nodes = s
                        const std::string& model = "gpt3-1.3b", const std::string& cluster = "dgx-a100") {
   return driver::simulate({model, cluster, strategy, nodes, std::nullopt, std::nullopt, full, {}, {}});
 }
+// The layers whose forward the plan runs again before their backward.
+std::set<std::string> recomputed_layer_names(const driver::Simulation& s) {
+  std::set<std::string> names;
+  for (const plan::Kernel& k : s.tasks.kernels) {
+    const auto dot = k.name.rfind(".recompute");
+    if (dot != std::string::npos) names.insert(k.name.substr(0, dot));
+  }
+  return names;
+}
 }  // namespace
 
 TEST(Simulation, FullModeAgreesWithOneRankPerStageOnSymmetricInput) {
@@ -161,11 +170,7 @@ TEST(Simulation, FullRecomputationCostsAForwardAndSavesMemory) {
 // what they saved (the head's logits) until their backward.
 TEST(Simulation, FullRecomputationRecomputesTheBlocksOnly) {
   driver::Simulation full = run("tp=8,gbs=8,attention=standard,recompute=full", 1);
-  std::set<std::string> recomputed;
-  for (const plan::Kernel& k : full.tasks.kernels) {
-    const auto dot = k.name.rfind(".recompute");
-    if (dot != std::string::npos) recomputed.insert(k.name.substr(0, dot));
-  }
+  const std::set<std::string> recomputed = recomputed_layer_names(full);
   int blocks = 0;
   for (const model::Layer& l : full.graph.layers) {
     if (l.role == model::LayerRole::kBlock) ++blocks;
@@ -181,11 +186,7 @@ TEST(Simulation, FullRecomputationRecomputesTheBlocksOnly) {
 TEST(Simulation, RecomputeLayersRecomputesTheFirstBlocksOfEachModelChunk) {
   const std::string base = "pp=2,vpp=2,gbs=16";  // GPT-3 1.3B's 24 blocks: four chunks of 6
   driver::Simulation some = run(base + ",recompute=full,recompute_layers=2", 1);
-  std::set<std::string> recomputed;
-  for (const plan::Kernel& k : some.tasks.kernels) {
-    const auto dot = k.name.rfind(".recompute");
-    if (dot != std::string::npos) recomputed.insert(k.name.substr(0, dot));
-  }
+  const std::set<std::string> recomputed = recomputed_layer_names(some);
   EXPECT_EQ(recomputed, (std::set<std::string>{"block.0", "block.1", "block.6", "block.7", "block.12", "block.13",
                                                "block.18", "block.19"}));
   driver::Simulation none = run(base, 1), full = run(base + ",recompute=full", 1);
