@@ -116,6 +116,11 @@ TEST(LaunchConfig, MegatronCoreRecomputesSomeBlocksByTheBlockMethod) {
             "run.sh: /recompute-method: expected uniform or block, got \"blocks\"");
   EXPECT_EQ(megatron_error("--recompute-granularity full --recompute-method block --recompute-num-layers 0"),
             "run.sh: /recompute-num-layers: expected an integer of at least 1, got \"0\"");
+  EXPECT_EQ(megatron_error("--recompute-granularity full"),
+            "run.sh: /recompute-granularity: full needs --recompute-method block or uniform beside it (as Megatron-Core "
+            "does)");
+  EXPECT_EQ(plan::from_megatron_args("--recompute-granularity selective", "args").strategy,
+            "framework=megatron,recompute=selective,overlap=off");
 }
 
 TEST(LaunchConfig, MegatronFlagsAndTheirInteractions) {

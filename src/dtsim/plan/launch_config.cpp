@@ -173,6 +173,13 @@ LaunchStrategy from_megatron_args(std::string_view args, const std::string& sour
       if (value != "full" && value != "selective") {
         throw core::InputError(source, "/recompute-granularity", fmt::format("expected full or selective, got \"{}\"", value));
       }
+      // Megatron-Core's TransformerConfig refuses full without a method (the
+      // legacy model raises "Invalid activation recompute method." in its
+      // first forward): which blocks it would rerun is not stated.
+      if (value == "full" && !values.count("--recompute-method")) {
+        throw core::InputError(source, "/recompute-granularity",
+                               "full needs --recompute-method block or uniform beside it (as Megatron-Core does)");
+      }
       add(out, "recompute=" + value);
       out.mapped.push_back(fmt::format("{} {} -> recompute={}", key, value, value));
     } else if (key == "--num-layers-per-virtual-pipeline-stage") {
