@@ -336,6 +336,39 @@ TEST(ParameterServer, StalenessIsZeroWhenSynchronousOrAloneAndGrowsWithWorkers) 
   EXPECT_EQ(pushes, 4 * four.iterations);
 }
 
+// A parameter-server step of a transformer: full recomputation keeps only
+// each block's input, as the collective lowering counts it, and the
+// breakdown is the mean step's, as the step time is (it covered all the
+// steps simulated, 188% of the step for this one, until the twenty-ninth
+// session).
+TEST(ParameterServer, RecomputationAndTheBreakdownAreTheMeanStepsAsWithCollectives) {
+  auto gpt = [](const std::string& strategy) {
+    return driver::simulate(
+        {"gpt3-1.3b", "dgx-a100", strategy + ",gbs=64,mbs=8", std::nullopt, std::nullopt, std::nullopt, false, {}, {}});
+  };
+  const driver::Simulation kept = gpt("parameter_server,sync=on,recompute=none");
+  const driver::Simulation rerun = gpt("parameter_server,sync=on,recompute=full");
+  const driver::Simulation collective = gpt("ddp,recompute=full");
+  EXPECT_LT(rerun.report.per_stage[0].activations.value(), 0.25 * kept.report.per_stage[0].activations.value());
+  EXPECT_NEAR(rerun.report.per_stage[0].activations.value() / collective.report.per_stage[0].activations.value(), 1.0,
+              1e-9);
+  EXPECT_GT(rerun.report.breakdown.compute.value(), kept.report.breakdown.compute.value());
+  const driver::Simulation asynchronous = gpt("parameter_server,recompute=none");
+  for (const driver::Simulation* s : {&kept, &rerun, &asynchronous}) {
+    const report::Breakdown& b = s->report.breakdown;
+    const double sum = b.compute.value() + b.exposed_comm.total().value() + b.bubble.value();
+    EXPECT_GT(s->report.parameter_server->iterations, 1);
+    EXPECT_LE(b.compute.value(), s->report.step_time.value());
+    // Asynchronous workers' step time is their throughput's, which the
+    // stragglers' tails of the last step do not lengthen.
+    const double mean_step = core::to_seconds(s->timeline.makespan).value() / s->report.parameter_server->iterations;
+    EXPECT_NEAR(sum / mean_step, 1.0, 0.01) << s->report.info.strategy;
+  }
+  EXPECT_NEAR(core::to_seconds(kept.timeline.makespan).value() / kept.report.parameter_server->iterations /
+                  kept.report.step_time.value(),
+              1.0, 1e-9);
+}
+
 TEST(ParameterServer, CentralStorageKeepsWeightsOnTheFirstHost) {
   driver::Simulation s = driver::simulate({"resnet50", "dgx-a100", "central_storage,mbs=128", 2, std::nullopt, std::nullopt,
                                            false, {}, {}});

@@ -64,6 +64,25 @@ TaskGraph lower_parameter_server(const model::Graph& graph, const ResolvedStrate
   }
 
   LayerSteps steps(graph, r, b.tg.kernels);
+  // What each layer holds from its forward to its backward, as the
+  // collective lowering (Lowering::run_steps) counts it: a layer that full
+  // recomputation reruns keeps only its input, and its recomputed forward
+  // holds the rest for the length of its backward.
+  struct LayerActivations {
+    Bytes kept;
+    Bytes recomputed;
+  };
+  std::vector<LayerActivations> activations;
+  for (std::size_t l = 0; l < graph.layers.size(); ++l) {
+    const model::Layer& layer = graph.layers[l];
+    const Bytes saved = saved_activation_bytes(layer, r);
+    if (!steps.recomputed(static_cast<int>(l)) || !graph.transformer) {
+      activations.push_back({saved, Bytes(0)});
+      continue;
+    }
+    const std::int64_t tokens = layer.tokens > 0 ? layer.tokens : graph.seq_len;
+    activations.push_back({layer_input_bytes(tokens, graph.transformer->hidden, r), saved});
+  }
   std::vector<std::vector<std::uint32_t>> pushes(static_cast<std::size_t>(workers));
   StaticMemory memory = static_memory(params, r, cluster.device().runtime_allowance);
   memory.optimizer = Bytes(0);  // the shards hold the optimizer state, on their hosts
@@ -83,7 +102,7 @@ TaskGraph lower_parameter_server(const model::Graph& graph, const ResolvedStrate
       std::uint32_t last = 0;
       for (int mb = 0; mb < r.micro_batches; ++mb) {
         for (std::size_t l = 0; l < graph.layers.size(); ++l) {
-          const Bytes saved = saved_activation_bytes(graph.layers[l], r);
+          const Bytes kept = activations[l].kept;
           Task t;
           t.rank = w;
           t.micro_batch = mb;
@@ -92,7 +111,7 @@ TaskGraph lower_parameter_server(const model::Graph& graph, const ResolvedStrate
           const auto& fwd = steps.forward(static_cast<int>(l));
           for (std::size_t k = 0; k < fwd.size(); ++k) {
             t.payload = fwd[k].kernel;
-            b.tg.set_activation_change(t, k == 0 ? saved : Bytes(0), Bytes(0));
+            b.tg.set_activation_change(t, k == 0 ? kept : Bytes(0), Bytes(0));
             last = b.add(t, before);
             before.clear();
           }
@@ -104,10 +123,11 @@ TaskGraph lower_parameter_server(const model::Graph& graph, const ResolvedStrate
           t.layer = static_cast<int>(l);
           t.phase = Phase::kBackward;
           const auto& bwd = steps.backward(static_cast<int>(l));
+          const LayerActivations& a = activations[l];
           for (std::size_t k = 0; k < bwd.size(); ++k) {
             t.payload = bwd[k].kernel;
-            b.tg.set_activation_change(t, Bytes(0),
-                                       k + 1 == bwd.size() ? saved_activation_bytes(graph.layers[l], r) : Bytes(0));
+            b.tg.set_activation_change(t, k == 0 ? a.recomputed : Bytes(0),
+                                       k + 1 == bwd.size() ? a.kept + a.recomputed : Bytes(0));
             last = b.add(t, {});
           }
         }
