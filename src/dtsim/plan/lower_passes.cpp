@@ -76,11 +76,8 @@ Lowering::LayerCursor Lowering::start_layer(int layer, bool backward, int mb, Ta
 bool Lowering::run_steps(RankState& s, LayerCursor& c, bool pause_after_ep) {
   const std::vector<Step>& steps = *c.steps;
   const model::Layer& l = graph_.layers[static_cast<std::size_t>(c.layer)];
-  const bool full = steps_.recomputed(c.layer);
-  const Bytes saved = saved_bytes_[static_cast<std::size_t>(c.layer)];
-  const Bytes kept = full && graph_.transformer
-                         ? layer_input_bytes(l.tokens > 0 ? l.tokens : graph_.seq_len, graph_.transformer->hidden, r_)
-                         : saved;
+  const HeldActivations held =
+      held_activations(graph_, l, saved_bytes_[static_cast<std::size_t>(c.layer)], steps_.recomputed(c.layer), r_);
   const Phase phase = c.backward ? Phase::kBackward : Phase::kForward;
   while (c.next < steps.size()) {
     const std::size_t i = c.next++;
@@ -101,8 +98,8 @@ bool Lowering::run_steps(RankState& s, LayerCursor& c, bool pause_after_ep) {
     task.payload = step.kernel;
     task.micro_batch = c.mb;
     task.layer = c.layer;
-    tg_.set_activation_change(task, c.first_compute ? (c.backward ? (full ? saved : Bytes(0)) : kept) : Bytes(0),
-                              c.backward && i == c.last_compute_index ? (full ? saved + kept : saved) : Bytes(0));
+    tg_.set_activation_change(task, c.first_compute ? (c.backward ? held.recomputed : held.kept) : Bytes(0),
+                              c.backward && i == c.last_compute_index ? held.kept + held.recomputed : Bytes(0));
     s.last_compute = add_task(task, {c.pending, c.gathered, s.unfinished_send});
     s.unfinished_send.reset();
     c.pending = c.overlapped;

@@ -109,4 +109,12 @@ core::Bytes layer_input_bytes(std::int64_t tokens, std::int64_t hidden, const Re
   return core::Bytes(static_cast<double>(tokens * hidden) * hw::activation_bytes(r.s.dtype) * r.s.mbs / split);
 }
 
+HeldActivations held_activations(const model::Graph& graph, const model::Layer& layer, core::Bytes saved,
+                                 bool recomputed, const ResolvedStrategy& r) {
+  if (!recomputed) return {saved, core::Bytes(0)};
+  if (!graph.transformer) return {saved, saved};
+  const std::int64_t tokens = layer.tokens > 0 ? layer.tokens : graph.seq_len;
+  return {layer_input_bytes(tokens, graph.transformer->hidden, r), saved};
+}
+
 }  // namespace dtsim::plan

@@ -60,4 +60,15 @@ core::Bytes saved_activation_bytes(const model::Layer& layer, const ResolvedStra
 /// The input of a layer, all that full recomputation keeps of it.
 core::Bytes layer_input_bytes(std::int64_t tokens, std::int64_t hidden, const ResolvedStrategy& strategy);
 
+/// What a layer holds from its forward to its backward (`kept`) and what its
+/// recomputed forward holds for the length of its backward (`recomputed`).
+/// A layer that full recomputation reruns keeps only its input (a
+/// transformer's; any other its `saved` bytes).
+struct HeldActivations {
+  core::Bytes kept;
+  core::Bytes recomputed;
+};
+HeldActivations held_activations(const model::Graph& graph, const model::Layer& layer, core::Bytes saved,
+                                 bool recomputed, const ResolvedStrategy& strategy);
+
 }  // namespace dtsim::plan

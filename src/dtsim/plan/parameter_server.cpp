@@ -65,23 +65,12 @@ TaskGraph lower_parameter_server(const model::Graph& graph, const ResolvedStrate
 
   LayerSteps steps(graph, r, b.tg.kernels);
   // What each layer holds from its forward to its backward, as the
-  // collective lowering (Lowering::run_steps) counts it: a layer that full
-  // recomputation reruns keeps only its input, and its recomputed forward
-  // holds the rest for the length of its backward.
-  struct LayerActivations {
-    Bytes kept;
-    Bytes recomputed;
-  };
-  std::vector<LayerActivations> activations;
+  // collective lowering counts it (full recomputation included).
+  std::vector<HeldActivations> activations;
   for (std::size_t l = 0; l < graph.layers.size(); ++l) {
     const model::Layer& layer = graph.layers[l];
-    const Bytes saved = saved_activation_bytes(layer, r);
-    if (!steps.recomputed(static_cast<int>(l)) || !graph.transformer) {
-      activations.push_back({saved, Bytes(0)});
-      continue;
-    }
-    const std::int64_t tokens = layer.tokens > 0 ? layer.tokens : graph.seq_len;
-    activations.push_back({layer_input_bytes(tokens, graph.transformer->hidden, r), saved});
+    activations.push_back(
+        held_activations(graph, layer, saved_activation_bytes(layer, r), steps.recomputed(static_cast<int>(l)), r));
   }
   std::vector<std::vector<std::uint32_t>> pushes(static_cast<std::size_t>(workers));
   StaticMemory memory = static_memory(params, r, cluster.device().runtime_allowance);
@@ -102,7 +91,6 @@ TaskGraph lower_parameter_server(const model::Graph& graph, const ResolvedStrate
       std::uint32_t last = 0;
       for (int mb = 0; mb < r.micro_batches; ++mb) {
         for (std::size_t l = 0; l < graph.layers.size(); ++l) {
-          const Bytes kept = activations[l].kept;
           Task t;
           t.rank = w;
           t.micro_batch = mb;
@@ -111,7 +99,7 @@ TaskGraph lower_parameter_server(const model::Graph& graph, const ResolvedStrate
           const auto& fwd = steps.forward(static_cast<int>(l));
           for (std::size_t k = 0; k < fwd.size(); ++k) {
             t.payload = fwd[k].kernel;
-            b.tg.set_activation_change(t, k == 0 ? kept : Bytes(0), Bytes(0));
+            b.tg.set_activation_change(t, k == 0 ? activations[l].kept : Bytes(0), Bytes(0));
             last = b.add(t, before);
             before.clear();
           }
@@ -123,7 +111,7 @@ TaskGraph lower_parameter_server(const model::Graph& graph, const ResolvedStrate
           t.layer = static_cast<int>(l);
           t.phase = Phase::kBackward;
           const auto& bwd = steps.backward(static_cast<int>(l));
-          const LayerActivations& a = activations[l];
+          const HeldActivations& a = activations[l];
           for (std::size_t k = 0; k < bwd.size(); ++k) {
             t.payload = bwd[k].kernel;
             b.tg.set_activation_change(t, k == 0 ? a.recomputed : Bytes(0),
