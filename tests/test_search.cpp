@@ -8,6 +8,7 @@
 #include "dtsim/driver/simulation.hpp"
 #include "dtsim/hw/device.hpp"
 #include "dtsim/model/workload_loader.hpp"
+#include "dtsim/plan/strategy.hpp"
 #include "dtsim/search/capacity_plan.hpp"
 #include "dtsim/search/strategy_search.hpp"
 #include "dtsim/topo/cluster_loader.hpp"
@@ -205,4 +206,33 @@ TEST(Plan, ClusterShapesAreCompetingAnswersAndNvl72IsBlackwellOnly) {
     EXPECT_EQ(std::string(e.what()), "--shapes: expected shapes among nvswitch8-ib, nvswitch8-ib-2:1, nvswitch8-4x100g, "
                                      "nvl72, got \"dgx-1\"");
   }
+}
+
+TEST(Plan, AGlobalBatchTooSmallForTheGpusIsSaidToHoldTheRowBack) {
+  hw::DeviceCatalog catalog;
+  model::Graph graph = model::load_workload(driver::data_dir() / "workloads" / "gpt3-1.3b.json");
+  search::PlanOptions o;
+  o.tokens = 1e10;
+  o.global_batch = 64;
+  o.devices = {"H100-SXM"};
+  // 16 GPUs leave every layout at least as many micro-batches as stages
+  // (64 / dp = 4 tp pp); on 1024 GPUs dp <= 64 forces tp pp >= 16, so pp >= 2
+  // with one micro-batch a replica.
+  o.gpu_counts = {16, 1024};
+  auto rows = search::plan_capacity(graph, catalog, o);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& r : rows) {
+    ASSERT_TRUE(r.strategy) << r.gpus;
+    const plan::Strategy s = plan::parse_strategy(*r.strategy);
+    EXPECT_EQ(r.pipeline_stages, s.pp) << *r.strategy;
+    EXPECT_EQ(r.micro_batches * s.dp * s.mbs, o.global_batch) << *r.strategy;
+    EXPECT_GT(r.bubble_fraction, 0) << *r.strategy;
+    EXPECT_LT(r.bubble_fraction, 1) << *r.strategy;
+  }
+  EXPECT_FALSE(rows[0].batch_limited()) << *rows[0].strategy;
+  EXPECT_TRUE(rows[1].batch_limited()) << *rows[1].strategy;
+  EXPECT_EQ(rows[1].micro_batches, 1);
+  EXPECT_GE(rows[1].pipeline_stages, 2);
+  // The idle share is what the limit costs: more of the step than the row with micro-batches to fill its pipeline.
+  EXPECT_GT(rows[1].bubble_fraction, rows[0].bubble_fraction);
 }

@@ -126,6 +126,26 @@ std::string shape_names() {
   return names;
 }
 
+// Rows whose global batch leaves fewer micro-batches than pipeline stages
+// (a fixed --gbs over growing GPU counts): said once each, with the way out,
+// since their days and GPU-hours are the batch's, not the hardware's.
+void print_batch_limited(const std::vector<search::PlanRow>& rows, int gbs, std::ostream& out) {
+  bool first = true;
+  for (const auto& r : rows) {
+    if (!r.batch_limited()) continue;
+    if (first) fmt::print(out, "\n");
+    first = false;
+    fmt::print(out, "batch-limited: {} on {} at {} GPUs: a global batch of {} leaves each replica {} micro-batch{} for {} "
+               "pipeline stages; the GPUs idle {:.0f}% of the step\n",
+               r.device, r.shape, r.gpus, gbs, r.micro_batches, r.micro_batches == 1 ? "" : "es", r.pipeline_stages,
+               100 * r.bubble_fraction);
+  }
+  if (!first) {
+    fmt::print(out, "  large runs raise the batch with the GPU count (Llama 3 405B: 2048 sequences of 8192 tokens on 16k "
+               "H100s, Dubey et al. 2024, table 4); --gbs sets it\n");
+  }
+}
+
 }  // namespace
 
 void add_plan(CLI::App& app, PlanOptions& o) {
@@ -226,7 +246,9 @@ int run_plan(const PlanOptions& o, const std::vector<std::string>& args, std::os
     for (const auto& r : rows) {
       j.push_back({{"device", r.device}, {"shape", r.shape}, {"gpus", r.gpus}, {"fits", r.strategy.has_value()}, {"strategy", r.strategy.value_or("")},
                    {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu}, {"days", r.days}, {"gpu_hours", r.gpu_hours},
-                   {"cost_usd", r.cost ? nlohmann::json(*r.cost) : nlohmann::json(nullptr)}});
+                   {"cost_usd", r.cost ? nlohmann::json(*r.cost) : nlohmann::json(nullptr)},
+                   {"pipeline_stages", r.pipeline_stages}, {"micro_batches", r.micro_batches},
+                   {"bubble_fraction", r.bubble_fraction}, {"batch_limited", r.batch_limited()}});
     }
     out << nlohmann::json{{"schema", "dtsim.plan/1"}, {"dtsim_version", core::version()}, {"model", graph.name}, {"tokens", o.tokens}, {"goodput", o.goodput},
                           {"skipped", skipped}, {"stopped", stopped}, {"rows", j}}.dump(2) << "\n";
@@ -247,6 +269,7 @@ int run_plan(const PlanOptions& o, const std::vector<std::string>& args, std::os
                r.tokens_per_s, 100 * r.mfu, r.days, r.gpu_hours, r.cost ? fmt::format("{:.0f}", *r.cost) : "-", *r.strategy);
   }
   for (const std::string& why : skipped) fmt::print(out, "skipped: {}\n", why);
+  print_batch_limited(rows, o.gbs, out);
   if (o.chart) fmt::print(out, "\nchart written to {}\n", *o.chart);
   if (stopped) {
     fmt::print(out, "stopped by Ctrl-C: the rows above are the clusters planned before it\n");

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dtsim/core/input_error.hpp"
+#include "dtsim/plan/strategy.hpp"
 #include "dtsim/search/strategy_search.hpp"
 #include "dtsim/topo/cluster_loader.hpp"
 
@@ -113,6 +114,9 @@ std::vector<PlanRow> plan_capacity(const model::Graph& graph, const hw::DeviceCa
         row.days = o.tokens / row.tokens_per_s / 86400.0 / o.goodput;
         row.gpu_hours = row.days * 24.0 * gpus;
         if (auto p = o.price_per_gpu_hour.find(device->name); p != o.price_per_gpu_hour.end()) row.cost = row.gpu_hours * p->second;
+        row.pipeline_stages = plan::parse_strategy(best.strategy).pp;
+        row.micro_batches = best.report.micro_batches;
+        row.bubble_fraction = best.report.breakdown.bubble / best.report.step_time;
       }
       rows.push_back(row);
       if (o.progress) o.progress(++done, total);

@@ -81,6 +81,15 @@ struct PlanRow {
   double gpu_hours = 0;
   std::optional<double> cost;  ///< when a price is known
   std::size_t order = 0;       ///< the cluster's position among all those planned
+  /// The best strategy's pipeline: stages, micro-batches each replica runs a
+  /// step, and the share of the step its busiest GPU sat idle.
+  int pipeline_stages = 0;
+  int micro_batches = 0;
+  double bubble_fraction = 0;
+  /// Fewer micro-batches than stages: the global batch, not the hardware,
+  /// holds the row back (a 1F1B pipeline never fills: each stage idles
+  /// pp - 1 of its m + pp - 1 slots a pass, at least half of them).
+  [[nodiscard]] bool batch_limited() const { return strategy && micro_batches < pipeline_stages; }
 };
 
 std::vector<PlanRow> plan_capacity(const model::Graph& graph, const hw::DeviceCatalog& catalog, const PlanOptions& options);
