@@ -156,6 +156,11 @@ TEST(Strategy, PipelineStagesNeedNotDivideTheBlocks) {
   std::vector<std::size_t> llama(16, 8);
   llama.front() = llama.back() = 7;
   EXPECT_EQ(blocks_per_stage("pp=16,pipeline_split=balanced", 126), llama);
+  // Its interleaved form (Llama 3, section 3.3.2): one block a virtual stage,
+  // the first holding the embedding only and the last the output layer only.
+  std::vector<std::size_t> one_each(128, 1);
+  one_each.front() = one_each.back() = 0;
+  EXPECT_EQ(blocks_per_stage("pp=16,vpp=8,pipeline_split=balanced", 126), one_each);
   // BLOOM's 70 blocks on 12 stages: as even as they go.
   const auto bloom = blocks_per_stage("pp=12", 70);
   EXPECT_EQ(std::accumulate(bloom.begin(), bloom.end(), std::size_t{0}), 70u);
@@ -175,6 +180,11 @@ TEST(Strategy, StageLayersThatCannotFitAreOneLine) {
             "--strategy: /first_stage_layers: needs more than one pipeline stage (pp or vpp > 1)");
   EXPECT_EQ(error_of("pp=8,vpp=8"),
             "--strategy: /vpp: expected at most 32 blocks' worth of stages: 64 stages (pp*vpp = 8*8) for 32 blocks");
+  // Balanced, the embedding and the head may fill a stage of their own; no more than that.
+  EXPECT_EQ(error_of("pp=2,vpp=17,pipeline_split=balanced,gbs=16"), "(no error)");
+  EXPECT_EQ(error_of("pp=5,vpp=7,pipeline_split=balanced"),
+            "--strategy: /vpp: expected at most 34 blocks' worth of stages: 35 stages (pp*vpp = 5*7) for 32 blocks and "
+            "the embedding and head counted as blocks");
   EXPECT_EQ(error_of("pp=2,pipeline_split=uneven"), "--strategy: /pipeline_split: expected even or balanced, got \"uneven\"");
 }
 

@@ -90,7 +90,8 @@ void resolve_attention_kernel(Strategy& s, const hw::Device& device) {
 }
 
 // Blocks need not divide evenly over the (virtual) stages, as in
-// Megatron-Core; every stage the split fills gets at least one.
+// Megatron-Core; every stage the split fills gets at least one (or, under
+// pipeline_split=balanced, the embedding or the head in its place).
 void check_stage_layers(const Strategy& s, std::int64_t blocks) {
   const std::int64_t stages = std::int64_t{s.pp} * s.vpp;
   const bool first = s.first_stage_layers >= 0, last = s.last_stage_layers >= 0;
@@ -104,9 +105,16 @@ void check_stage_layers(const Strategy& s, std::int64_t blocks) {
                           "at least one each",
                           fixed, blocks));
   }
-  if (blocks - fixed < free_stages) {
-    fail(key, fmt::format("expected at most {} blocks' worth of stages: {} stages (pp*vpp = {}*{}) for {} blocks{}", blocks,
-                          stages, s.pp, s.vpp, blocks - fixed, fixed > 0 ? " left by the first and last" : ""));
+  // Under pipeline_split=balanced the embedding and the head count as a
+  // block each where their stage is free, and such a stage may hold them
+  // alone (Llama 3 405B: 126 blocks on 16 x 8 chunks, the first holding the
+  // embedding only and the last the output layer only).
+  const std::int64_t units = blocks - fixed + (s.balanced_split && !first ? 1 : 0) + (s.balanced_split && !last ? 1 : 0);
+  if (units < free_stages) {
+    fail(key, fmt::format("expected at most {} blocks' worth of stages: {} stages (pp*vpp = {}*{}) for {} blocks{}{}",
+                          units + (stages - free_stages), stages, s.pp, s.vpp, blocks - fixed,
+                          fixed > 0 ? " left by the first and last" : "",
+                          units > blocks - fixed ? " and the embedding and head counted as blocks" : ""));
   }
 }
 
