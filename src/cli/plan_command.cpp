@@ -93,7 +93,9 @@ std::vector<search::PlanRow> gather_rows(const std::vector<search::PlanRow>& min
     packed += nlohmann::json{{"order", r.order}, {"device", r.device}, {"shape", r.shape}, {"gpus", r.gpus},
                              {"strategy", r.strategy ? nlohmann::json(*r.strategy) : nlohmann::json(nullptr)},
                              {"tokens_per_s", r.tokens_per_s}, {"mfu", r.mfu}, {"days", r.days}, {"gpu_hours", r.gpu_hours},
-                             {"cost", r.cost ? nlohmann::json(*r.cost) : nlohmann::json(nullptr)}}
+                             {"cost", r.cost ? nlohmann::json(*r.cost) : nlohmann::json(nullptr)},
+                             {"pipeline_stages", r.pipeline_stages}, {"micro_batches", r.micro_batches},
+                             {"bubble_fraction", r.bubble_fraction}}
                   .dump() +
               "\n";
   }
@@ -113,6 +115,9 @@ std::vector<search::PlanRow> gather_rows(const std::vector<search::PlanRow>& min
       r.days = j["days"].get<double>();
       r.gpu_hours = j["gpu_hours"].get<double>();
       if (!j["cost"].is_null()) r.cost = j["cost"].get<double>();
+      r.pipeline_stages = j["pipeline_stages"].get<int>();
+      r.micro_batches = j["micro_batches"].get<int>();
+      r.bubble_fraction = j["bubble_fraction"].get<double>();
       all.push_back(std::move(r));
     }
   }
