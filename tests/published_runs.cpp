@@ -271,9 +271,10 @@ void megatron_2022(const json& c, std::vector<Case>& out) {
 
 // torchtitan's April 2024 runs on 64 A100s (docs/performance.md): FSDP2
 // over bf16 parameters with gradients reduce-scattered in fp32, PyTorch's
-// SDPA (FlashAttention-2 on the A100), foreach AdamW, eager mode. Only the
-// rows whose recomputation dtsim runs as torchtitan does: none or full
-// (its per-op selective policy is not one of dtsim's modes).
+// SDPA (FlashAttention-2 on the A100), foreach AdamW, eager mode. The rows
+// whose recomputation dtsim runs as torchtitan does: none, full, and its
+// per-op selective policy (recompute=op); not its every-n-th-layer one,
+// whose n the document does not give.
 void torchtitan(const json& c, std::vector<Case>& out) {
   const json& m = c["model"];
   const int seq = c["seq_len"], gpus = c["gpus"], batch = c["local_batch"];

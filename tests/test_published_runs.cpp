@@ -162,7 +162,7 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
 // cannot grow unseen (the README says where it comes from).
 TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
   const std::vector<Case> cases = validation::outside_shared_cases();
-  ASSERT_EQ(cases.size(), 2U + 8U + 3U + 2U + 185U + 11U);
+  ASSERT_EQ(cases.size(), 2U + 8U + 6U + 2U + 185U + 11U);
   const auto [by_source, all] = run_table(cases);
   struct Bound {
     double mean, worst;
@@ -198,8 +198,10 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // itself puts at 276 tokens/s/GPU against 376 on 128
                                               {"llm-foundry A100 40GB", {0.085, 0.53}},
                                               // FSDP2 on 64 A100s, optimistic on every row like the
-                                              // llm-foundry FSDP rows (README, "torchtitan")
-                                              {"torchtitan", {0.12, 0.15}},
+                                              // llm-foundry FSDP rows (README, "torchtitan"); worst:
+                                              // Llama 2 70B at batch 1 with the per-op policy, whose
+                                              // FSDP collectives are the largest share of its step
+                                              {"torchtitan", {0.14, 0.235}},
                                               // Llama 3 405B on 8,192 and 16,384 H100s: optimistic at
                                               // both scales by about the same share (README, "Llama 3 405B")
                                               {"llama3-paper", {0.21, 0.21}}};

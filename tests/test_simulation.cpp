@@ -12,6 +12,7 @@
 #include "dtsim/driver/explain.hpp"
 #include "dtsim/driver/simulation.hpp"
 #include "dtsim/hw/kernel_calls.hpp"
+#include "dtsim/plan/op_recompute.hpp"
 #include "dtsim/report/writers.hpp"
 #include "dtsim/sim/replay.hpp"
 #include "scratch_dir.hpp"
@@ -198,6 +199,51 @@ TEST(Simulation, RecomputeLayersRecomputesTheFirstBlocksOfEachModelChunk) {
   driver::Simulation all = run(base + ",recompute=full,recompute_layers=6", 1);
   EXPECT_EQ(all.timeline.makespan, full.timeline.makespan);
   EXPECT_DOUBLE_EQ(all.report.peak_bytes.value(), full.report.peak_bytes.value());
+}
+
+// torchtitan's per-op policy (recompute=op): a Llama block reruns its 2nd,
+// 4th and 6th matmuls (wk, wo, w3) and everything but attention before its
+// backward, and keeps its input, wq's, wv's, w1's, w2's and attention's
+// outputs; so its time and memory fall between none and full.
+TEST(Simulation, OpPolicyRecomputesEveryOtherMatmulAndKeepsTheRest) {
+  const std::string base = "framework=pytorch,zero=3,dp=8,mbs=1,gbs=8,dtype=bf16";
+  driver::Simulation none = run(base, 1, false, "llama3-8b"), op = run(base + ",recompute=op", 1, false, "llama3-8b"),
+                     full = run(base + ",recompute=full", 1, false, "llama3-8b");
+  const auto& t = *op.graph.transformer;
+  const double s = static_cast<double>(op.graph.seq_len), h = static_cast<double>(t.hidden);
+  const double kv = static_cast<double>(t.kv_heads * t.head_dim), f = static_cast<double>(t.ffn_hidden);
+  double rerun_flops = 0;
+  int rerun_gemms = 0;
+  for (const plan::Kernel& k : op.tasks.kernels) {
+    if (k.name.rfind("block.0.recompute", 0) != 0) continue;
+    for (const hw::OpWork& w : k.ops) {
+      EXPECT_NE(w.kind, model::OpKind::kAttention) << "attention's output is saved, not rerun";
+      if (w.kind != model::OpKind::kGemm) continue;
+      rerun_flops += w.flops.value();
+      ++rerun_gemms;
+    }
+  }
+  EXPECT_EQ(rerun_gemms, 3);
+  EXPECT_NEAR(rerun_flops, 2 * s * h * (kv + h + f), 1e-9 * rerun_flops);  // wk, wo, w3
+  const double kept = plan::op_policy_kept_bytes(op.graph, op.graph.layers[1], op.strategy).value();
+  EXPECT_DOUBLE_EQ(kept, 2 * s * (h + h + kv + f + h + h));  // input, wq, wv, w1, w2, attention
+  EXPECT_LT(none.timeline.makespan, op.timeline.makespan);
+  EXPECT_LT(op.timeline.makespan, full.timeline.makespan);
+  EXPECT_LT(full.report.peak_bytes, op.report.peak_bytes);
+  EXPECT_LT(op.report.peak_bytes, none.report.peak_bytes);
+  // Only PyTorch runs the policy, and only over blocks whose matmuls it counts.
+  auto error_of = [](const std::string& strategy, const std::string& model) -> std::string {
+    try {
+      run(strategy, 1, false, model);
+    } catch (const core::InputError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_EQ(error_of("framework=megatron,dp=8,gbs=8,recompute=op", "llama3-8b"),
+            "--strategy: /recompute: op is torchtitan's per-op policy (PyTorch); Megatron's own are selective and full");
+  EXPECT_EQ(error_of("dp=8,gbs=8,recompute=op", "mixtral-8x7b"),
+            "--strategy: /recompute: op is not modelled for MoE blocks; expected none, selective or full");
 }
 
 // PyTorch autocast over fp32 weights: every micro-batch casts each linear

@@ -102,6 +102,11 @@ struct Op {
   bool tp_gather_before = false;
   /// An MoE expert op: sharded over ep; its FLOPs already count top_k experts per token.
   bool expert = false;
+  /// The output widths of the separate linear layers a PyTorch model writes
+  /// for this one GEMM, in the order its forward calls them (Llama's q, k
+  /// and v projections; its gate and up projections); empty: one. A policy
+  /// that counts matmuls (torchtitan's per-op recomputation) counts these.
+  std::vector<std::int64_t> linear_widths;
   /// Tokens per sample the op's input holds, which sizes its tensor-parallel
   /// collectives; 0: the model's seq_len. An encoder-decoder's decoder ops run
   /// over the target tokens, its cross-attention keys over the encoder's.

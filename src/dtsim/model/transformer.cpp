@@ -127,6 +127,7 @@ void add_attention(Layer& layer, const TransformerConfig& c, std::int64_t window
                  (c.linear_bias || c.qkv_bias ? static_cast<double>(q_width + kv_width) : 0.0);
     qkv.saved.replicated_elements = sh;
     qkv.tp_gather_before = true;
+    qkv.linear_widths = {q_width, kv_width / 2, kv_width / 2};
     layer.ops.push_back(qkv);
   }
 
@@ -259,6 +260,7 @@ void add_mlp(Layer& layer, const TransformerConfig& c, std::int64_t f, bool expe
   up.saved.replicated_elements = sh;
   up.tp_gather_before = true;
   up.expert = expert;
+  if (swiglu) up.linear_widths = {f, f};
   layer.ops.push_back(scaled(up));
 
   Op act = memory_op(prefix + (swiglu ? ".swiglu" : ".gelu"), OpKind::kElementwise, TensorSplit::kSharded,

@@ -6,6 +6,7 @@
 #include "dtsim/plan/lower.hpp"
 #include "dtsim/plan/memory.hpp"
 #include "dtsim/plan/moe_dispatch.hpp"
+#include "dtsim/plan/op_recompute.hpp"
 
 namespace dtsim::plan {
 
@@ -375,8 +376,41 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
     if (!kernels_.empty()) kernels_.back().host_sync = true;
     synced = true;
   };
+  // torchtitan's per-op policy reruns a block's forward but for what it
+  // saved (op_recompute.hpp): its attention, half its matmuls and its
+  // reduce-scatters, and nothing from the last linear layer on.
+  const bool op_policy = recomputed && r_.s.recompute == Recompute::kOp;
+  const std::vector<PolicyLinears> policy = op_policy ? op_policy_linears(layer) : std::vector<PolicyLinears>{};
+  const std::size_t policy_stop = op_policy ? op_policy_stop(layer) : layer.ops.size();
+  // Of a linear layer the policy reruns in part, each rerun linear as its own GEMM.
+  auto add_rerun_linears = [&](const model::Op& op, const PolicyLinears& linears) {
+    const hw::OpWork whole = work(op, false);
+    for (std::int64_t width : linears.rerun) {
+      const double share = static_cast<double>(width) / static_cast<double>(op.gemm.n);
+      hw::OpWork w = whole;
+      w.flops = whole.flops * share;
+      w.bytes_moved = whole.bytes_moved * share;
+      w.gemm.n = std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(whole.gemm.n) * share));
+      current.ops.push_back(w);
+      current.hardware_flops += w.flops;
+    }
+  };
   if (!backward) {
-    for (const model::Op& op : layer.ops) {
+    for (std::size_t index = 0; index < layer.ops.size(); ++index) {
+      const model::Op& op = layer.ops[index];
+      if (op_policy) {
+        if (index >= policy_stop) break;
+        if (op.kind == model::OpKind::kAttention) continue;
+        if (op.kind == model::OpKind::kGemm) {
+          if (policy[index].rerun.empty()) continue;
+          if (dense_tp(op) && sp && op.tp_gather_before) collective(CommOp::kAllGather, GroupKind::kTp, tokens_bytes(hidden, op.tokens));
+          add_rerun_linears(op, policy[index]);
+          if (dense_tp(op) && op.tp_reduce_after && !sp) collective(CommOp::kAllReduce, GroupKind::kTp, tokens_bytes(hidden, op.tokens));
+          continue;
+        }
+        add(op, false);
+        continue;
+      }
       moe_glue(op, MoeStage::kBeforeDispatch, false);  // what the sync waits for
       sync_before_experts(op);
       if (dense_tp(op) && sp && op.tp_gather_before) collective(CommOp::kAllGather, GroupKind::kTp, tokens_bytes(hidden, op.tokens));

@@ -1,5 +1,9 @@
 #include "dtsim/plan/memory.hpp"
 
+#include <algorithm>
+
+#include "dtsim/plan/op_recompute.hpp"
+
 namespace dtsim::plan {
 
 BytesPerParam bytes_per_param(const Strategy& s) {
@@ -113,6 +117,11 @@ HeldActivations held_activations(const model::Graph& graph, const model::Layer& 
                                  bool recomputed, const ResolvedStrategy& r) {
   if (!recomputed) return {saved, core::Bytes(0)};
   if (!graph.transformer) return {saved, saved};
+  if (r.s.recompute == Recompute::kOp) {
+    // What the policy saves is kept; what its rerun makes back is held through the backward.
+    const core::Bytes kept = std::min(op_policy_kept_bytes(graph, layer, r), saved);
+    return {kept, saved - kept};
+  }
   const std::int64_t tokens = layer.tokens > 0 ? layer.tokens : graph.seq_len;
   return {layer_input_bytes(tokens, graph.transformer->hidden, r), saved};
 }

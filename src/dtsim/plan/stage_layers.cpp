@@ -52,6 +52,11 @@ std::vector<std::vector<int>> stage_layers(const model::Graph& graph, const Stra
 
 std::vector<bool> recomputed_layers(const model::Graph& graph, const Strategy& s) {
   std::vector<bool> out(graph.layers.size(), false);
+  if (s.recompute == Recompute::kOp) {
+    // torchtitan wraps every block in its selective checkpoint.
+    for (std::size_t i = 0; i < graph.layers.size(); ++i) out[i] = graph.layers[i].role == model::LayerRole::kBlock;
+    return out;
+  }
   if (s.recompute != Recompute::kFull) return out;
   for (const std::vector<int>& chunk : stage_layers(graph, s)) {
     int blocks = 0;

@@ -247,7 +247,8 @@ Strategy parse_strategy(std::string_view text) {
       if (value == "none") s.recompute = Recompute::kNone;
       else if (value == "selective") s.recompute = Recompute::kSelective;
       else if (value == "full") s.recompute = Recompute::kFull;
-      else fail(key, fmt::format("expected none, selective or full, got \"{}\"", value));
+      else if (value == "op") s.recompute = Recompute::kOp;
+      else fail(key, fmt::format("expected none, selective, full or op, got \"{}\"", value));
     } else if (key == "collective") {
       const std::set<std::string_view> valid{"auto", "ring", "tree", "halving_doubling", "direct",
                                              "nvls", "sharp", "ps", "reduce_broadcast"};
@@ -461,6 +462,16 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
     if (s.ep == 1) fail("ep_overlap", "overlaps expert-parallel all-to-alls; it needs ep > 1");
     if (s.pp > 1 && s.vpp == 1) fail("ep_overlap", "with pp > 1 it needs the interleaved schedule (vpp > 1), as Megatron-Core does");
     if (s.recompute == Recompute::kFull) fail("ep_overlap", "cannot run with full recomputation (Megatron-Core refuses it)");
+  }
+  if (s.recompute == Recompute::kOp) {
+    // torchtitan's policy counts a block's matmuls (aten.mm) and saves every
+    // other one's output; Megatron has no such policy, and MoE experts run
+    // grouped matmuls the count does not see.
+    if (s.framework == Framework::kMegatron) {
+      fail("recompute", "op is torchtitan's per-op policy (PyTorch); Megatron's own are selective and full");
+    }
+    if (!graph.transformer) fail("recompute", fmt::format("op recomputes a transformer's blocks; {} is a layer graph", graph.name));
+    if (graph.transformer->experts > 0) fail("recompute", "op is not modelled for MoE blocks; expected none, selective or full");
   }
   if (s.recompute_layers > 0 && s.recompute != Recompute::kFull) {
     fail("recompute_layers", "counts the blocks full recomputation reruns; it needs recompute=full");

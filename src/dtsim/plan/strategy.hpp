@@ -17,7 +17,8 @@ namespace dtsim::plan {
 /// Activation recomputation: none; selective (the attention core, Korthikanti
 /// et al.); full (each layer's forward again before its backward, keeping
 /// only the layer's input).
-enum class Recompute { kNone, kSelective, kFull };
+/// kOp: torchtitan's per-op selective policy (selective_ac_option = "op").
+enum class Recompute { kNone, kSelective, kFull, kOp };
 
 /// The training framework whose kernels and habits the strategy runs:
 ///  - kMegatron: Megatron-Core with Transformer Engine: cuDNN fused attention
