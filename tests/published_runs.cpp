@@ -291,7 +291,7 @@ void torchtitan(const json& c, std::vector<Case>& out) {
   k.cluster = "dgx-a100";
   k.gpus = gpus;
   k.nodes = gpus / 8;
-  k.strategy = fmt::format("framework=pytorch,dp={},zero=3,mbs={},gbs={},dtype=bf16,grad_reduce=fp32,attention=flash,"
+  k.strategy = fmt::format("framework=pytorch,dp={},zero=3,fsdp_version=2,mbs={},gbs={},dtype=bf16,grad_reduce=fp32,attention=flash,"
                            "recompute={},optimizer=unfused",
                            gpus, batch, gpus * batch, c["recompute"].get<std::string>());
   k.metric = Metric::kTokensPerGpu;

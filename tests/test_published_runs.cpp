@@ -200,8 +200,9 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // FSDP2 on 64 A100s, optimistic on every row like the
                                               // llm-foundry FSDP rows (README, "torchtitan"); worst:
                                               // Llama 2 70B at batch 1 with the per-op policy, whose
-                                              // FSDP collectives are the largest share of its step
-                                              {"torchtitan", {0.14, 0.235}},
+                                              // FSDP collectives are the largest share of its step.
+                                              // 13.9% and 23.1% before fully_shard's copies
+                                              {"torchtitan", {0.105, 0.16}},
                                               // Llama 3 405B on 8,192 and 16,384 H100s: optimistic at
                                               // both scales by about the same share (README, "Llama 3 405B")
                                               {"llama3-paper", {0.21, 0.21}}};

@@ -246,6 +246,38 @@ TEST(Simulation, OpPolicyRecomputesEveryOtherMatmulAndKeepsTheRest) {
             "--strategy: /recompute: op is not modelled for MoE blocks; expected none, selective or full");
 }
 
+// fully_shard (fsdp_version=2): after each all-gather the compute stream
+// copies the gathered buffer into the parameters (the layer's 16-bit
+// weights read and written), and before each reduce-scatter it waits for
+// the gradients' copy into the reduce buffer (16-bit read, reduce dtype
+// written); FullyShardedDataParallel's flat buffers need neither.
+TEST(Simulation, FullyShardCopiesEachGatherOutAndEachGradientIn) {
+  const std::string base = "framework=pytorch,zero=3,dp=8,mbs=1,gbs=8,dtype=bf16,grad_reduce=fp32";
+  driver::Simulation one = run(base, 1, false, "llama3-8b"), two = run(base + ",fsdp_version=2", 1, false, "llama3-8b");
+  double block_params = 0;
+  for (const model::Op& op : two.graph.layers[1].ops) block_params += op.params;
+  auto tasks_named = [](const driver::Simulation& s, const std::string& suffix) {
+    int tasks = 0;
+    double bytes = 0;
+    for (const plan::Task& t : s.tasks.tasks) {
+      if (t.kind != plan::TaskKind::kCompute || t.rank != 0) continue;
+      const plan::Kernel& k = s.tasks.kernels[static_cast<std::size_t>(t.payload)];
+      if (k.name != "block.0" + suffix) continue;
+      ++tasks;
+      for (const hw::OpWork& w : k.ops) bytes += w.bytes_moved.value();
+    }
+    return std::pair{tasks, bytes};
+  };
+  // Gathered for the forward and again for the backward; reduced once.
+  EXPECT_EQ(tasks_named(two, ".fsdp_copy_out"), std::make_pair(2, 2 * (2 * 2.0 * block_params)));
+  EXPECT_EQ(tasks_named(two, ".fsdp_copy_in"), std::make_pair(1, (2.0 + 4.0) * block_params));
+  EXPECT_EQ(tasks_named(one, ".fsdp_copy_out").first, 0);
+  EXPECT_EQ(tasks_named(one, ".fsdp_copy_in").first, 0);
+  EXPECT_GT(two.timeline.makespan, one.timeline.makespan);
+  EXPECT_THROW(run("framework=pytorch,zero=2,dp=8,gbs=8,fsdp_version=2", 1, false, "llama3-8b"), core::InputError);
+  EXPECT_THROW(run("framework=deepspeed,zero=3,dp=8,gbs=8,fsdp_version=2", 1, false, "llama3-8b"), core::InputError);
+}
+
 // PyTorch autocast over fp32 weights: every micro-batch casts each linear
 // weight to bf16 (6 bytes a parameter) and keeps the copy for its backward
 // (2), whose bf16 weight gradient is cast back (6); after the first

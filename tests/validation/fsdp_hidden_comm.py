@@ -39,7 +39,7 @@ def rows():
         if c["id"].startswith("torchtitan_"):
             yield dict(id=c["id"], gpu="a100_80gb", m=c["model"], seq=c["seq_len"], gpus=c["gpus"], mb=c["local_batch"],
                        gbs=c["gpus"] * c["local_batch"], dtype="bf16", recompute=c["recompute"], grad="fp32",
-                       attention="flash", positions="rope", measured=c["wps_per_gpu"])
+                       attention="flash", positions="rope", measured=c["wps_per_gpu"], fsdp_version=2)
 
 
 def cluster(gpu):
@@ -60,7 +60,8 @@ def main(binary):
                              attention_dropout=0.0)
             model_path.write_text(json.dumps(model))
             strategy = (f"framework=pytorch,dp={r['gpus']},zero=3,mbs={r['mb']},gbs={r['gbs']},dtype={r['dtype']},"
-                        f"grad_reduce={r['grad']},attention={r['attention']},recompute={r['recompute']},optimizer=unfused")
+                        f"grad_reduce={r['grad']},attention={r['attention']},recompute={r['recompute']},optimizer=unfused,"
+                        f"fsdp_version={r.get('fsdp_version', 1)}")
             run = subprocess.run([binary, "simulate", "-m", str(model_path), "-c", cluster(r["gpu"]), "--nodes",
                                   str(max(1, r["gpus"] // 8)), "-s", strategy, "--json", "--trace", str(trace_path)],
                                  capture_output=True, text=True, check=True)

@@ -28,7 +28,6 @@ Lowering::Lowering(const model::Graph& graph, const ResolvedStrategy& r, const L
     std::array<double, 2>& params = layer_params_.emplace_back();  // dense, experts
     for (const model::Op& op : l.ops) params[op.expert ? 1 : 0] += params_on_rank(op, r.s);
   }
-  accumulate_kernel_.assign(graph.layers.size(), -1);
   tg_.dtype = r.s.dtype;
   tg_.tp_comm_overlap = r.s.tp_overlap_mode() == TpOverlap::kOn;
   if (r.s.placement == "spread") {

@@ -171,6 +171,13 @@ bool Lowering::advance(RankState& s, PassCursor& p, bool pause_after_ep) {
         gathered = ahead ? p.next_gather : gather(s, layer, true, p.mb);
         p.next_gather = ahead && !last_layer ? gather(s, nth(p.next_layer + 1), true, p.mb, 1) : std::nullopt;
       }
+      if (gathered && r_.s.fsdp_version == 2) {
+        // fully_shard copies the gathered buffer out into the parameters on
+        // the compute stream: read and written once.
+        const Bytes unsharded = weight_bytes(layer) + weight_bytes(layer, true);
+        gathered = streaming(s, layer, p.mb, p.backward ? Phase::kBackward : Phase::kForward, Streaming::kFsdpCopyOut,
+                             2.0 * unsharded, gathered);
+      }
       p.layer = start_layer(layer, p.backward, p.mb, p.recv, gathered);
     }
     const bool paused = run_steps(s, *p.layer, pause_after_ep);
@@ -201,6 +208,13 @@ void Lowering::finish_layer(RankState& s, PassCursor& p, int layer, bool last_la
   if (!p.backward) return;
   if (p.accumulates && r_.s.autocast_weights()) accumulate_gradients(s, layer, p.mb);
   if (sharded_params()) {
+    if (r_.s.fsdp_version == 2) {
+      // fully_shard copies the 16-bit gradients into the reduce-scatter's
+      // buffer in the reduce dtype, and the compute stream waits for it.
+      const Bytes unsharded = weight_bytes(layer) + weight_bytes(layer, true);
+      streaming(s, layer, p.mb, Phase::kBackward, Streaming::kFsdpCopyIn,
+                unsharded + grad_bytes(layer) + grad_bytes(layer, true), std::nullopt);
+    }
     // Sharded gradients cannot wait for the last micro-batch: reduce-scatter each one.
     if (grad_bytes(layer).value() > 0) {
       s.grad_comms.push_back(comm(s, Stream::kDpComm, CommOp::kReduceScatter, s.dp_group, s.dp_calls++,
@@ -253,24 +267,32 @@ void Lowering::accumulate_gradients(RankState& s, int layer, int mb) {
   const auto [dense, experts] = layer_params_[static_cast<std::size_t>(layer)];
   const double params = dense + experts;
   if (params <= 0) return;
-  int& kernel = accumulate_kernel_[static_cast<std::size_t>(layer)];
-  if (kernel < 0) {
-    Kernel k{graph_.layers[static_cast<std::size_t>(layer)].name + ".grad_accumulate", {}, Flops(0), Flops(0)};
-    hw::OpWork sum;
-    sum.kind = model::OpKind::kElementwise;
-    sum.bytes_moved = Bytes(12.0 * params);
-    k.ops.push_back(sum);
+  streaming(s, layer, mb, Phase::kBackward, Streaming::kGradientSum, Bytes(12.0 * params), std::nullopt);
+}
+
+std::uint32_t Lowering::streaming(RankState& s, int layer, int mb, Phase phase, Streaming kind, Bytes bytes, TaskRef after) {
+  const auto [slot, made] = streaming_kernels_.try_emplace({layer, kind}, -1);
+  if (made) {
+    const char* suffix = kind == Streaming::kGradientSum ? ".grad_accumulate"
+                         : kind == Streaming::kFsdpCopyOut ? ".fsdp_copy_out"
+                                                           : ".fsdp_copy_in";
+    Kernel k{graph_.layers[static_cast<std::size_t>(layer)].name + suffix, {}, Flops(0), Flops(0)};
+    hw::OpWork copy;
+    copy.kind = model::OpKind::kElementwise;
+    copy.bytes_moved = bytes;
+    k.ops.push_back(copy);
     tg_.kernels.push_back(k);
-    kernel = static_cast<int>(tg_.kernels.size() - 1);
+    slot->second = static_cast<int>(tg_.kernels.size() - 1);
   }
   Task task;
   task.kind = TaskKind::kCompute;
-  task.phase = Phase::kBackward;
+  task.phase = phase;
   task.rank = s.rank;
-  task.payload = kernel;
+  task.payload = slot->second;
   task.micro_batch = mb;
   task.layer = layer;
-  s.last_compute = add_task(task, {s.last_compute});
+  s.last_compute = add_task(task, {s.last_compute, after});
+  return *s.last_compute;
 }
 
 }  // namespace dtsim::plan::detail

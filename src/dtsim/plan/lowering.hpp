@@ -156,6 +156,11 @@ class Lowering {
   bool advance(RankState& s, PassCursor& p, bool pause_after_ep);
   void finish_layer(RankState& s, PassCursor& p, int layer, bool last_layer);
   void accumulate_gradients(RankState& s, int layer, int mb);
+  // A streaming kernel of a layer's weights or gradients on the compute
+  // stream, after the rank's last compute and `after` (autocast's gradient
+  // sum, FSDP2's copies): it becomes the rank's last compute.
+  enum class Streaming { kGradientSum, kFsdpCopyOut, kFsdpCopyIn };
+  std::uint32_t streaming(RankState& s, int layer, int mb, Phase phase, Streaming kind, Bytes bytes, TaskRef after);
   void run_merged(RankState& s, PassCursor forward_pass, PassCursor backward_pass);
 
   // A rank's step and its optimizer (lower.cpp).
@@ -180,7 +185,7 @@ class Lowering {
   std::vector<Bytes> saved_bytes_;                ///< per layer (a strategy search asked 2% of its time)
   BytesPerParam per_param_;
   std::vector<std::array<double, 2>> layer_params_;  ///< per layer: the dense and expert parameters this rank holds
-  std::vector<int> accumulate_kernel_;               ///< per layer: its gradient accumulation's kernel, once made
+  std::map<std::pair<int, Streaming>, int> streaming_kernels_;  ///< per layer and kind, once made
   std::map<std::pair<GroupKind, std::vector<int>>, int> group_ids_;
   struct CallKeyHash {
     std::size_t operator()(const std::tuple<CommOp, int, double>& k) const {

@@ -129,7 +129,7 @@ std::optional<MoeGraph> moe_graph_scope(std::string_view scope) {
 
 std::string_view strategy_keys() {
   return "dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, grad_reduce, overlap, zero, bucket, attention, sp, schedule, vpp, "
-         "recompute, recompute_layers, ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, ep_overlap, autocast, fusions, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor, cuda_graph";
+         "recompute, recompute_layers, ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, ep_overlap, autocast, fusions, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor, cuda_graph, fsdp_version";
 }
 
 const std::vector<Preset>& presets() {
@@ -313,6 +313,10 @@ Strategy parse_strategy(std::string_view text) {
       s.autocast = on_off(key, value);
     } else if (key == "fusions") {
       s.fusions = on_off(key, value);
+    } else if (key == "fsdp_version") {
+      if (value == "1") s.fsdp_version = 1;
+      else if (value == "2") s.fsdp_version = 2;
+      else fail(key, fmt::format("expected 1 (FullyShardedDataParallel) or 2 (fully_shard), got \"{}\"", value));
     } else if (key == "prefetch") {
       if (value == "unbounded") s.prefetch = -1;
       else s.prefetch = positive(key, value, 0, 64);
@@ -462,6 +466,9 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
     if (s.ep == 1) fail("ep_overlap", "overlaps expert-parallel all-to-alls; it needs ep > 1");
     if (s.pp > 1 && s.vpp == 1) fail("ep_overlap", "with pp > 1 it needs the interleaved schedule (vpp > 1), as Megatron-Core does");
     if (s.recompute == Recompute::kFull) fail("ep_overlap", "cannot run with full recomputation (Megatron-Core refuses it)");
+  }
+  if (s.fsdp_version == 2 && (s.zero != 3 || s.framework != Framework::kPytorch)) {
+    fail("fsdp_version", "is PyTorch FSDP's; it needs zero=3 and framework=pytorch");
   }
   if (s.recompute == Recompute::kOp) {
     // torchtitan's policy counts a block's matmuls (aten.mm) and saves every

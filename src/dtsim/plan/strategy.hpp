@@ -199,6 +199,17 @@ struct Strategy {
   /// runs had it); -1: unbounded, an ideal that overlaps as far as the
   /// stream allows.
   int prefetch = 1;
+  /// ZeRO-3 under framework=pytorch: which FSDP. 1: FullyShardedDataParallel
+  /// (FlatParameter: a layer's weights gather straight into the flat buffer
+  /// its parameters view; Composer, llm-foundry). 2: fully_shard
+  /// (per-parameter sharding: after each all-gather the compute stream
+  /// copies the gathered buffer out into the parameters, and before each
+  /// reduce-scatter it waits for the gradients' copy into the reduce buffer
+  /// in the reduce dtype; torchtitan). _fsdp_collectives.py:
+  /// foreach_all_gather_copy_out (split_with_sizes_copy on the current
+  /// stream) and foreach_reduce_scatter_copy_in (torch.cat, then
+  /// current_stream.wait_event(copy_in_event)).
+  int fsdp_version = 1;
   /// Communication in flight takes SMs (one per NCCL channel) and memory
   /// bandwidth from the kernels beside it (sim::contention_slowdown); off
   /// shows the ideal of communication that costs compute nothing.
