@@ -232,6 +232,19 @@ TEST(Simulation, OpPolicyRecomputesEveryOtherMatmulAndKeepsTheRest) {
   EXPECT_LT(full.report.peak_bytes, op.report.peak_bytes);
   EXPECT_LT(op.report.peak_bytes, none.report.peak_bytes);
   // Only PyTorch runs the policy, and only over blocks whose matmuls it counts.
+  // Under DDP's autocast the rerun linears cast their weights again: 6 bytes
+  // a parameter of wk, wo and w3.
+  auto recompute_bytes = [](const driver::Simulation& sim) {
+    double bytes = 0;
+    for (const plan::Kernel& k : sim.tasks.kernels) {
+      if (k.name.rfind("block.0.recompute", 0) != 0) continue;
+      for (const hw::OpWork& w : k.ops) bytes += w.bytes_moved.value();
+    }
+    return bytes;
+  };
+  const std::string ddp = "framework=pytorch,dp=8,mbs=1,gbs=8,dtype=bf16,recompute=op";
+  const double cast = recompute_bytes(run(ddp, 1, false, "llama3-8b")) - recompute_bytes(run(ddp + ",autocast=off", 1, false, "llama3-8b"));
+  EXPECT_NEAR(cast, 6.0 * h * (kv + h + f), 1e-6 * cast);
   auto error_of = [](const std::string& strategy, const std::string& model) -> std::string {
     try {
       run(strategy, 1, false, model);

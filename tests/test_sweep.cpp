@@ -154,4 +154,26 @@ TEST(PlanOnRanks, TheTableAndTheJsonAreByteIdenticalOnOneTwoAndFourRanks) {
   EXPECT_EQ(bad.out, "dtsim: --gpus: expected multiples of 8 GPUs, got 12\n");
 }
 
+// A row whose global batch leaves each replica fewer micro-batches than
+// pipeline stages is said to be held back by the batch, under the table
+// and in the JSON, on one rank as on two.
+TEST(PlanOnRanks, ARowTheGlobalBatchHoldsBackIsSaidSo) {
+  const std::string plan = "plan -m gpt3-1.3b --tokens 1e11 --gpus 16,1024 --devices H100-SXM --gbs 64";
+  const CliResult table = run_dtsim(plan);
+  ASSERT_EQ(table.exit_code, 0) << table.out;
+  EXPECT_NE(table.out.find("batch-limited: H100-SXM on nvswitch8-ib at 1024 GPUs: a global batch of 64 leaves each "
+                           "replica 1 micro-batch for "),
+            std::string::npos)
+      << table.out;
+  EXPECT_EQ(table.out.find("at 16 GPUs"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("--gbs sets it"), std::string::npos) << table.out;
+  const nlohmann::json rows = nlohmann::json::parse(run_dtsim(plan + " --json").out)["rows"];
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_FALSE(rows[0]["batch_limited"].get<bool>());
+  EXPECT_TRUE(rows[1]["batch_limited"].get<bool>());
+  EXPECT_EQ(rows[1]["micro_batches"].get<int>(), 1);
+  const NoLeakCheckUnderMpi mpi;
+  EXPECT_EQ(run_dtsim(plan + " --ranks 2").out, table.out);
+}
+
 }  // namespace

@@ -382,11 +382,19 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
   const bool op_policy = recomputed && r_.s.recompute == Recompute::kOp;
   const std::vector<PolicyLinears> policy = op_policy ? op_policy_linears(layer) : std::vector<PolicyLinears>{};
   const std::size_t policy_stop = op_policy ? op_policy_stop(layer) : layer.ops.size();
-  // Of a linear layer the policy reruns in part, each rerun linear as its own GEMM.
+  // Of a linear layer the policy reruns in part, each rerun linear as its
+  // own GEMM, its weight cast again under autocast (whose cache the
+  // forward's context cleared on exit), as a whole layer's rerun is.
   auto add_rerun_linears = [&](const model::Op& op, const PolicyLinears& linears) {
     const hw::OpWork whole = work(op, false);
     for (std::int64_t width : linears.rerun) {
       const double share = static_cast<double>(width) / static_cast<double>(op.gemm.n);
+      if (const double cast_params = autocast_params(op, r_.s) * share; cast_params > 0) {
+        hw::OpWork cast;
+        cast.kind = model::OpKind::kElementwise;
+        cast.bytes_moved = Bytes(6.0 * cast_params);
+        current.ops.push_back(cast);
+      }
       hw::OpWork w = whole;
       w.flops = whole.flops * share;
       w.bytes_moved = whole.bytes_moved * share;
