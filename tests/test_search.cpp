@@ -23,6 +23,14 @@ struct Inputs {
   topo::Cluster cluster = topo::load_cluster(driver::data_dir() / "topologies" / "dgx-a100.json", catalog, {2});
 };
 
+// GPT-3 1.3B's plan for 1e10 tokens at a global batch of 64; devices and GPU counts the test's.
+search::PlanOptions gpt3_plan() {
+  search::PlanOptions o;
+  o.tokens = 1e10;
+  o.global_batch = 64;
+  return o;
+}
+
 }  // namespace
 
 TEST(Search, EveryEnumeratedStrategyResolvesAndIsDistinct) {
@@ -118,15 +126,12 @@ TEST(Search, FixedAndBoundedDimensionsAreHonoured) {
 
 
 TEST(Plan, DaysGpuHoursAndCostFollowFromThroughput) {
-  hw::DeviceCatalog catalog;
-  model::Graph graph = model::load_workload(driver::data_dir() / "workloads" / "gpt3-1.3b.json");
-  search::PlanOptions o;
-  o.tokens = 1e10;
-  o.global_batch = 64;
+  const Inputs in;
+  search::PlanOptions o = gpt3_plan();
   o.devices = {"A100-SXM-80GB", "H100-SXM"};
   o.gpu_counts = {8, 16};
   o.price_per_gpu_hour = {{"H100-SXM", 2.0}};
-  auto rows = search::plan_capacity(graph, catalog, o);
+  auto rows = search::plan_capacity(in.graph, in.catalog, o);
   ASSERT_EQ(rows.size(), 4u);
   for (const auto& r : rows) {
     ASSERT_TRUE(r.strategy) << r.device << " " << r.gpus;
@@ -143,46 +148,40 @@ TEST(Plan, DaysGpuHoursAndCostFollowFromThroughput) {
 }
 
 TEST(Plan, GoodputStretchesTheCalendarAndSkippedShapesSayWhy) {
-  hw::DeviceCatalog catalog;
-  model::Graph graph = model::load_workload(driver::data_dir() / "workloads" / "gpt3-1.3b.json");
-  search::PlanOptions o;
-  o.tokens = 1e10;
-  o.global_batch = 64;
+  const Inputs in;
+  search::PlanOptions o = gpt3_plan();
   o.devices = {"H100-SXM", "B200"};
   o.gpu_counts = {8};
   o.shapes = {"nvswitch8-ib", "nvl72"};
   std::vector<std::pair<std::size_t, std::size_t>> calls;
   o.progress = [&](std::size_t done, std::size_t total) { calls.emplace_back(done, total); };
   o.goodput = 1.0;
-  const auto ideal = search::plan_capacity(graph, catalog, o);
+  const auto ideal = search::plan_capacity(in.graph, in.catalog, o);
   // One call per cluster planned: H100 on nvswitch8-ib, B200 on both.
   ASSERT_EQ(calls.size(), 3u);
   EXPECT_EQ(calls.back(), std::make_pair(std::size_t{3}, std::size_t{3}));
   o.goodput = 0.8;
-  const auto real = search::plan_capacity(graph, catalog, o);
+  const auto real = search::plan_capacity(in.graph, in.catalog, o);
   ASSERT_EQ(real.size(), ideal.size());
   for (std::size_t i = 0; i < real.size(); ++i) {
     EXPECT_DOUBLE_EQ(real[i].tokens_per_s, ideal[i].tokens_per_s);  // the step is the same
     EXPECT_NEAR(real[i].days, ideal[i].days / 0.8, 1e-9 * real[i].days);
     EXPECT_NEAR(real[i].gpu_hours, ideal[i].gpu_hours / 0.8, 1e-9 * real[i].gpu_hours);
   }
-  EXPECT_EQ(search::skipped_shapes(catalog, o),
+  EXPECT_EQ(search::skipped_shapes(in.catalog, o),
             std::vector<std::string>{"H100-SXM on nvl72: the shape needs 900 GB/s of scale-up bandwidth a GPU each way, "
                                      "the H100-SXM has 450"});
   o.goodput = 0;
-  EXPECT_THROW(search::plan_capacity(graph, catalog, o), core::InputError);
+  EXPECT_THROW(search::plan_capacity(in.graph, in.catalog, o), core::InputError);
 }
 
 TEST(Plan, ClusterShapesAreCompetingAnswersAndNvl72IsBlackwellOnly) {
-  hw::DeviceCatalog catalog;
-  model::Graph graph = model::load_workload(driver::data_dir() / "workloads" / "gpt3-1.3b.json");
-  search::PlanOptions o;
-  o.tokens = 1e10;
-  o.global_batch = 64;
+  const Inputs in;
+  search::PlanOptions o = gpt3_plan();
   o.devices = {"H100-SXM", "B200"};
   o.gpu_counts = {64};
   o.shapes = {"nvswitch8-ib", "nvswitch8-ib-2:1", "nvswitch8-4x100g", "nvl72"};
-  auto rows = search::plan_capacity(graph, catalog, o);
+  auto rows = search::plan_capacity(in.graph, in.catalog, o);
   ASSERT_EQ(rows.size(), 7u);  // 3 shapes for H100, 4 for B200
   std::map<std::string, double> h100_days;
   for (const auto& r : rows) {
@@ -200,7 +199,7 @@ TEST(Plan, ClusterShapesAreCompetingAnswersAndNvl72IsBlackwellOnly) {
 
   o.shapes = {"dgx-1"};
   try {
-    search::plan_capacity(graph, catalog, o);
+    search::plan_capacity(in.graph, in.catalog, o);
     FAIL() << "an unknown shape was accepted";
   } catch (const core::InputError& e) {
     EXPECT_EQ(std::string(e.what()), "--shapes: expected shapes among nvswitch8-ib, nvswitch8-ib-2:1, nvswitch8-4x100g, "
@@ -209,17 +208,14 @@ TEST(Plan, ClusterShapesAreCompetingAnswersAndNvl72IsBlackwellOnly) {
 }
 
 TEST(Plan, AGlobalBatchTooSmallForTheGpusIsSaidToHoldTheRowBack) {
-  hw::DeviceCatalog catalog;
-  model::Graph graph = model::load_workload(driver::data_dir() / "workloads" / "gpt3-1.3b.json");
-  search::PlanOptions o;
-  o.tokens = 1e10;
-  o.global_batch = 64;
+  const Inputs in;
+  search::PlanOptions o = gpt3_plan();
   o.devices = {"H100-SXM"};
   // 16 GPUs leave every layout at least as many micro-batches as stages
   // (64 / dp = 4 tp pp); on 1024 GPUs dp <= 64 forces tp pp >= 16, so pp >= 2
   // with one micro-batch a replica.
   o.gpu_counts = {16, 1024};
-  auto rows = search::plan_capacity(graph, catalog, o);
+  auto rows = search::plan_capacity(in.graph, in.catalog, o);
   ASSERT_EQ(rows.size(), 2u);
   for (const auto& r : rows) {
     ASSERT_TRUE(r.strategy) << r.gpus;

@@ -23,8 +23,9 @@ Lowering::Lowering(const model::Graph& graph, const ResolvedStrategy& r, const L
   tg_.world = r.world;
   if (r.expert_grid()) experts_.emplace(r);
   // Per-layer sizes every micro-batch of every rank asks for, worked out once.
-  for (const model::Layer& l : graph.layers) {
-    saved_bytes_.push_back(saved_activation_bytes(l, r));
+  for (std::size_t i = 0; i < graph.layers.size(); ++i) {
+    const model::Layer& l = graph.layers[i];
+    held_.push_back(held_activations(graph, l, saved_activation_bytes(l, r), steps_.recomputed(static_cast<int>(i)), r));
     std::array<double, 2>& params = layer_params_.emplace_back();  // dense, experts
     for (const model::Op& op : l.ops) params[op.expert ? 1 : 0] += params_on_rank(op, r.s);
   }

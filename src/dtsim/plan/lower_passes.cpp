@@ -75,9 +75,7 @@ Lowering::LayerCursor Lowering::start_layer(int layer, bool backward, int mb, Ta
 // the recomputed forward holds the rest for the length of its backward.
 bool Lowering::run_steps(RankState& s, LayerCursor& c, bool pause_after_ep) {
   const std::vector<Step>& steps = *c.steps;
-  const model::Layer& l = graph_.layers[static_cast<std::size_t>(c.layer)];
-  const HeldActivations held =
-      held_activations(graph_, l, saved_bytes_[static_cast<std::size_t>(c.layer)], steps_.recomputed(c.layer), r_);
+  const HeldActivations& held = held_[static_cast<std::size_t>(c.layer)];
   const Phase phase = c.backward ? Phase::kBackward : Phase::kForward;
   while (c.next < steps.size()) {
     const std::size_t i = c.next++;
@@ -174,9 +172,8 @@ bool Lowering::advance(RankState& s, PassCursor& p, bool pause_after_ep) {
       if (gathered && r_.s.fsdp_version == 2) {
         // fully_shard copies the gathered buffer out into the parameters on
         // the compute stream: read and written once.
-        const Bytes unsharded = weight_bytes(layer) + weight_bytes(layer, true);
         gathered = streaming(s, layer, p.mb, p.backward ? Phase::kBackward : Phase::kForward, Streaming::kFsdpCopyOut,
-                             2.0 * unsharded, gathered);
+                             2.0 * unsharded_bytes(layer), gathered);
       }
       p.layer = start_layer(layer, p.backward, p.mb, p.recv, gathered);
     }
@@ -211,9 +208,8 @@ void Lowering::finish_layer(RankState& s, PassCursor& p, int layer, bool last_la
     if (r_.s.fsdp_version == 2) {
       // fully_shard copies the 16-bit gradients into the reduce-scatter's
       // buffer in the reduce dtype, and the compute stream waits for it.
-      const Bytes unsharded = weight_bytes(layer) + weight_bytes(layer, true);
       streaming(s, layer, p.mb, Phase::kBackward, Streaming::kFsdpCopyIn,
-                unsharded + grad_bytes(layer) + grad_bytes(layer, true), std::nullopt);
+                unsharded_bytes(layer) + grad_bytes(layer) + grad_bytes(layer, true), std::nullopt);
     }
     // Sharded gradients cannot wait for the last micro-batch: reduce-scatter each one.
     if (grad_bytes(layer).value() > 0) {

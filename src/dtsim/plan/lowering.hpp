@@ -91,6 +91,8 @@ class Lowering {
   Bytes weight_bytes(int layer, bool experts = false) const {
     return Bytes(layer_params_[static_cast<std::size_t>(layer)][experts ? 1 : 0] * per_param_.gather);
   }
+  // A layer's whole 16-bit weights (dense and experts): what FSDP gathers.
+  Bytes unsharded_bytes(int layer) const { return weight_bytes(layer) + weight_bytes(layer, true); }
   Bytes boundary_bytes() const;
 
   // One pass of a model chunk, layer by layer (lower_passes.cpp).
@@ -182,7 +184,10 @@ class Lowering {
   TaskGraph tg_;
   LayerSteps steps_;
   std::vector<Coord> ranks_;
-  std::vector<Bytes> saved_bytes_;                ///< per layer (a strategy search asked 2% of its time)
+  /// Per layer, what it holds from forward to backward and through its
+  /// backward: fixed by the strategy, so worked out once (a strategy search
+  /// asked 2% of its time for the saved bytes alone).
+  std::vector<HeldActivations> held_;
   BytesPerParam per_param_;
   std::vector<std::array<double, 2>> layer_params_;  ///< per layer: the dense and expert parameters this rank holds
   std::map<std::pair<int, Streaming>, int> streaming_kernels_;  ///< per layer and kind, once made
