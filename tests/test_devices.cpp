@@ -60,8 +60,10 @@ std::string cluster_with(const nlohmann::json& device) {
 }  // namespace
 
 TEST(Devices, Fp4RunsWhereTheDeviceHasItAndNowhereElse) {
-  const auto fp8 = on("gb200-nvl72", "fsdp,gpus=8,gbs=8,dtype=fp8");
-  const auto fp4 = on("gb200-nvl72", "fsdp,gpus=8,gbs=8,dtype=fp4");
+  // Launched as a CUDA graph: the eager step on a GB200's Grace host waits for
+  // its launches in the element-wise kernels, which hides how the GEMMs differ.
+  const auto fp8 = on("gb200-nvl72", "fsdp,gpus=8,gbs=8,dtype=fp8,host_launch=0");
+  const auto fp4 = on("gb200-nvl72", "fsdp,gpus=8,gbs=8,dtype=fp4,host_launch=0");
   EXPECT_LT(fp4.report.step_time, fp8.report.step_time);  // faster GEMMs, the same attention and element-wise work
   EXPECT_GT(fp4.report.step_time.value(), 0.5 * fp8.report.step_time.value());
   try {

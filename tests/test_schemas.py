@@ -44,7 +44,7 @@ def dtsim(*args, tmp=None):
 
 def test_every_schema_is_a_valid_draft_2020_12_schema():
     names = sorted(p.name for p in SCHEMAS.glob("*.schema.json"))
-    assert len(names) == 15, names
+    assert len(names) == 16, names
     for path in SCHEMAS.glob("*.schema.json"):
         jsonschema.Draft202012Validator.check_schema(json.loads(path.read_text()))
 
@@ -52,11 +52,12 @@ def test_every_schema_is_a_valid_draft_2020_12_schema():
 BUNDLED = (
     [("workload", p) for p in sorted(glob.glob(str(ROOT / "workloads/*.json")))]
     + [("cluster", p) for p in sorted(glob.glob(str(ROOT / "topologies/*.json")))]
-    + [("profile", p) for p in sorted(glob.glob(str(ROOT / "devices/*.json"))) if not p.endswith("datasheets.json")]
+    + [("profile", p) for p in sorted(glob.glob(str(ROOT / "devices/*.json"))) if not p.endswith(("datasheets.json", "hosts.json"))]
     + [("profile", str(ROOT / "tests/inputs/h100_profile.json")),
        ("profile", str(ROOT / "tests/fuzz/profile/cpu-2-ranks.json")),
        ("profile", str(ROOT / "calibrate/profiles/h100-sxm/profile.json")),
-       ("datasheets", str(ROOT / "devices/datasheets.json"))]
+       ("datasheets", str(ROOT / "devices/datasheets.json")),
+       ("hosts", str(ROOT / "devices/hosts.json"))]
 )
 
 

@@ -910,6 +910,19 @@ TEST(Simulation, KernelsShorterThanTheirLaunchesWaitForTheHost) {
   const driver::Simulation eager = run("ddp,gbs=64,mbs=8", std::nullopt, false, "tiny-gpt", "dgx-h100");
   EXPECT_GE(eager.report.step_time.value(), 50e-6 * static_cast<double>(launches - 1));
 
+  // Unset, host_launch is the cluster's host's: a GB200's Grace takes 2.75x
+  // the x86-64 server's time per kernel (devices/hosts.json), and the report
+  // names it; the strategy's key overrides it.
+  const driver::Simulation grace = run("ddp,gpus=8,gbs=64,mbs=8", std::nullopt, false, "tiny-gpt", "gb200-nvl72");
+  const driver::Simulation grace_as_x86 =
+      run("ddp,gpus=8,gbs=64,mbs=8,host_launch=50us", std::nullopt, false, "tiny-gpt", "gb200-nvl72");
+  EXPECT_EQ(grace.report.info.host, "grace");
+  EXPECT_NEAR(grace.report.info.host_launch.value(), 137.5e-6, 1e-9);
+  EXPECT_EQ(eager.report.info.host, "x86-64");
+  EXPECT_DOUBLE_EQ(eager.report.info.host_launch.value(), 50e-6);
+  EXPECT_DOUBLE_EQ(grace_as_x86.report.info.host_launch.value(), 50e-6);
+  EXPECT_GT(grace.report.step_time.value(), 2.5 * grace_as_x86.report.step_time.value());
+
   // Llama-2-7B's kernels are far longer than their launches: nothing moves.
   const driver::Simulation big = run("fsdp,gbs=8", std::nullopt, false, "llama2-7b", "dgx-h100");
   const driver::Simulation big_ideal = run("fsdp,gbs=8,host_launch=0", std::nullopt, false, "llama2-7b", "dgx-h100");

@@ -60,8 +60,8 @@ TEST(Strategy, BadInputIsOneLineNamingTheKey) {
   EXPECT_EQ(error_of("tp_overlap=yes"), "--strategy: /tp_overlap: expected on, async or off, got \"yes\"");
   EXPECT_EQ(error_of("host_launch=8"), "--strategy: /host_launch: expected a duration like \"1.5 us\", got \"8\"");
   EXPECT_EQ(error_of("host_launch=2ms"), "--strategy: /host_launch: expected at most 1 ms per launch, got \"2ms\"");
-  EXPECT_DOUBLE_EQ(plan::parse_strategy("host_launch=0").host_launch.value(), 0.0);
-  EXPECT_DOUBLE_EQ(plan::parse_strategy("host_launch=12 us").host_launch.value(), 12e-6);
+  EXPECT_DOUBLE_EQ(plan::parse_strategy("host_launch=0").host_launch->value(), 0.0);
+  EXPECT_DOUBLE_EQ(plan::parse_strategy("host_launch=12 us").host_launch->value(), 12e-6);
   EXPECT_EQ(error_of("loss=chunked"), "--strategy: /loss: expected fused or unfused, got \"chunked\"");
   EXPECT_TRUE(plan::parse_strategy("loss=fused").fused_loss);
   EXPECT_EQ(error_of("grad_reduce=fp8"), "--strategy: /grad_reduce: expected fp32, bf16 or fp16, got \"fp8\"");

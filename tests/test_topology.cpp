@@ -218,3 +218,41 @@ TEST(Topology, RoutesFromBothEndsAreShortestPaths) {
   expect_shortest_routes(bundled("dgx1-v100", 2), 1);   // NVLink hybrid cube mesh
   expect_shortest_routes(bundled("tpu-v4-64"), 9);      // torus
 }
+
+// The CPU that launches a cluster's kernels: the device's own on a superchip
+// (GB200: Grace), an x86-64 server's otherwise, a cluster file's "host" over
+// both; a name devices/hosts.json does not hold is refused at its key.
+TEST(Topology, TheHostIsTheDevicesOrTheClusterFilesAndHasItsLaunchCost) {
+  const topo::Cluster h100 = bundled("dgx-h100");
+  EXPECT_EQ(h100.host().name, "x86-64");
+  EXPECT_DOUBLE_EQ(h100.host().kernel_launch.value(), 50e-6);
+  const topo::Cluster gb200 = bundled("gb200-nvl72");
+  EXPECT_EQ(gb200.host().name, "grace");
+  // TransformerEngine issue #2053: 37.08 us a torch Linear forward on a GB200's Grace, 13.48 on a DGX H100's Xeon.
+  EXPECT_NEAR(gb200.host().kernel_launch.value(), 50e-6 * 37.08 / 13.48, 0.05e-6);
+  EXPECT_FALSE(gb200.host().source.empty());
+
+  nlohmann::json doc = fat_tree(2, {{"nics_per_node", 8}});
+  doc["host"] = "grace";
+  EXPECT_EQ(build(doc).host().name, "grace");
+  doc["host"] = "epyc";
+  try {
+    build(doc);
+    FAIL() << "an unknown host was accepted";
+  } catch (const core::InputError& e) {
+    EXPECT_EQ(e.pointer(), "/host");
+    EXPECT_NE(e.message().find("expected one of x86-64, grace (devices/hosts.json), got \"epyc\""), std::string::npos);
+  }
+  // A device the file describes itself names its host there.
+  doc.erase("host");
+  doc["device"] = {{"name", "X"}, {"source", "test"}, {"host", "epyc"}, {"peak_tflops", {{"bf16", 100}}},
+                   {"hbm", "16 GiB"}, {"hbm_bandwidth", "1000 GB/s"}, {"pcie_bandwidth", "32 GB/s"}};
+  try {
+    build(doc);
+    FAIL() << "an unknown host of an inline device was accepted";
+  } catch (const core::InputError& e) {
+    EXPECT_EQ(e.pointer(), "/device/host");
+  }
+  doc["device"]["host"] = "grace";
+  EXPECT_EQ(build(doc).host().name, "grace");
+}

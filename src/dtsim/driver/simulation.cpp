@@ -214,7 +214,8 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
                                              : plan::lower(graph, strategy, cluster, {full && !spmd, spmd});
   sim::TaskCosts costs = sim::cost_tasks(tasks, cost_model, network, request.network);
   if (!strategy.s.contention) costs.contention = {};
-  costs.host_launch = core::to_nanoseconds(strategy.s.host_launch);
+  const core::Seconds host_launch = strategy.s.host_launch.value_or(cluster.host().kernel_launch);
+  costs.host_launch = core::to_nanoseconds(host_launch);
   if (!request.worker_speed.empty()) {
     costs.rank_speed.assign(static_cast<std::size_t>(tasks.world), 1.0);
     std::copy(request.worker_speed.begin(), request.worker_speed.end(), costs.rank_speed.begin());
@@ -225,6 +226,8 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
   info.model = graph.name;
   info.cluster = cluster.name();
   info.device = cluster.device().name;
+  info.host = cluster.host().name;
+  info.host_launch = host_launch;
   info.strategy = request.strategy;
   info.nodes = (strategy.world + cluster.gpus_per_node() - 1) / cluster.gpus_per_node();
   info.global_batch = strategy.s.gbs;

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "dtsim/hw/host.hpp"
+
 namespace dtsim::hw {
 
 Device read_device(core::JsonReader& r) {
@@ -12,6 +14,7 @@ Device read_device(core::JsonReader& r) {
   if (d.name.empty()) r.fail("name", "expected a device name");
   d.vendor = r.string_or("vendor", "");
   d.source = r.string("source");
+  d.host = r.string_or("host", std::string(kDefaultHost));
   d.needs_profile = r.boolean_or("needs_profile", false);
   d.concurrent_streams = r.boolean_or("concurrent_streams", true);
   if (r.has("runtime_allowance")) d.runtime_allowance = r.bytes("runtime_allowance");

@@ -46,7 +46,14 @@ double activation_bytes(Dtype dtype) { return dtype == Dtype::kFp32 || dtype == 
 DeviceCatalog::DeviceCatalog() : DeviceCatalog(core::data_dir() / "devices") {}
 
 DeviceCatalog::DeviceCatalog(const std::filesystem::path& devices)
-    : devices_(load_datasheets(devices / "datasheets.json")), profiles_(devices) {}
+    : devices_(load_datasheets(devices / "datasheets.json")), hosts_(load_hosts(devices / "hosts.json")), profiles_(devices) {
+  for (std::size_t i = 0; i < devices_.size(); ++i) {
+    if (!find_host(devices_[i].host)) {
+      throw core::InputError((devices / "datasheets.json").string(), fmt::format("/devices/{}/host", i),
+                             fmt::format("expected one of {} (hosts.json), got \"{}\"", host_names(), devices_[i].host));
+    }
+  }
+}
 
 Device DeviceCatalog::with_kernel_figures(const Device& datasheet) const {
   Device d = datasheet;
@@ -66,6 +73,19 @@ const Device* DeviceCatalog::find(std::string_view name) const {
     if (same_device_name(d.name, name)) return &d;
   }
   return nullptr;
+}
+
+const Host* DeviceCatalog::find_host(std::string_view name) const {
+  for (const Host& h : hosts_) {
+    if (h.name == name) return &h;
+  }
+  return nullptr;
+}
+
+std::string DeviceCatalog::host_names() const {
+  std::string out;
+  for (const Host& h : hosts_) out += (out.empty() ? "" : ", ") + h.name;
+  return out;
 }
 
 std::string DeviceCatalog::names() const {

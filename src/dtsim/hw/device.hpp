@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dtsim/core/units.hpp"
+#include "dtsim/hw/host.hpp"
 
 namespace dtsim::hw {
 
@@ -38,6 +39,9 @@ struct Device {
   core::BytesPerSecond scale_up_bandwidth;
   core::BytesPerSecond pcie_bandwidth;  ///< host link per direction
   std::string source;
+  /// The CPU that launches its kernels (a hosts.json name): a superchip's own
+  /// (Grace beside GH200, GB200, GB300), else an x86-64 server's.
+  std::string host;
   double power_watts = 0;  ///< board power (TDP); 0 when not given
   /// Memory every rank holds whatever the model: the CUDA context, cuBLAS and
   /// NCCL workspaces and allocator slack (about 0.5 GiB of context on Hopper
@@ -71,6 +75,9 @@ class DeviceCatalog {
   /// Case-insensitive lookup by name; nullptr when unknown.
   [[nodiscard]] const Device* find(std::string_view name) const;
   [[nodiscard]] std::string names() const;
+  /// A host of devices/hosts.json by name; nullptr when unknown.
+  [[nodiscard]] const Host* find_host(std::string_view name) const;
+  [[nodiscard]] std::string host_names() const;
   /// The device with the kernel figures of its bundled profile
   /// (devices/<name>.json), read now: a prediction reads the one profile of
   /// the device it runs on, not every device's. Without a profile, the
@@ -79,6 +86,7 @@ class DeviceCatalog {
 
  private:
   std::vector<Device> devices_;
+  std::vector<Host> hosts_;
   std::filesystem::path profiles_;
 };
 

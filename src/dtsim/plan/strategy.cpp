@@ -295,7 +295,7 @@ Strategy parse_strategy(std::string_view text) {
         fail(key, e.what());
       }
       // A millisecond per launch is already a slow interpreter; past it a step would be the host's alone.
-      if (s.host_launch.value() > 1e-3) fail(key, fmt::format("expected at most 1 ms per launch, got \"{}\"", value));
+      if (s.host_launch->value() > 1e-3) fail(key, fmt::format("expected at most 1 ms per launch, got \"{}\"", value));
     } else if (key == "tp_overlap") {
       const auto on = on_off_value(value);
       if (value == "async") s.tp_overlap = TpOverlap::kAsync;

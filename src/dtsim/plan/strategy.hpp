@@ -163,13 +163,11 @@ struct Strategy {
   /// GPU from the step's start and waits for it only at a sync (Megatron-Core's
   /// MoE dispatcher: plan::Kernel::host_sync), so this shows only where
   /// kernels are shorter than their launches: small models, small
-  /// micro-batches, small experts. 50 us is what an eager PyTorch training step
-  /// spends on the host per kernel it runs, Python modules, autograd and the
-  /// optimizer included (11.5 ms for 230 kernels, profiled on an H100's host;
-  /// a bare op launches in 7 us: README, Validation, "Modelled: the host
-  /// launches every kernel"); 0 is a CUDA graph, whose replay launches the
-  /// step at once.
-  core::Seconds host_launch = core::Seconds(50e-6);
+  /// micro-batches, small experts. Unset: the cluster's host's figure
+  /// (topo::Cluster::host, devices/hosts.json: what an eager PyTorch step
+  /// spends on that CPU per kernel); 0 is a CUDA graph, whose replay
+  /// launches the step at once.
+  std::optional<core::Seconds> host_launch;
   /// Megatron-Core --overlap-moe-expert-parallel-comm: in the steady state a
   /// forward and a backward pass run as one, taking turns at each
   /// expert-parallel all-to-all so that one's all-to-all runs beside the

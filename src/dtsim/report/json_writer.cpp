@@ -56,6 +56,7 @@ nlohmann::json to_json(const Report& r) {
         {"host_wait_s", b.host_wait.value()}}},
       {"bottlenecks", bottlenecks},
   };
+  if (!r.info.host.empty()) out["host"] = {{"name", r.info.host}, {"kernel_launch_s", r.info.host_launch.value()}};
   if (r.parameter_server) {
     const ParameterServerStats& ps = *r.parameter_server;
     out["parameter_server"] = {{"shards", ps.shards},

@@ -16,6 +16,8 @@ struct RunInfo {
   std::string model;
   std::string cluster;
   std::string device;
+  std::string host;           ///< the CPU that launches the kernels (devices/hosts.json)
+  core::Seconds host_launch;  ///< its time per launch, or the strategy's host_launch
   std::string strategy;
   int nodes = 1;
   int global_batch = 1;            ///< samples per step

@@ -26,6 +26,7 @@ void write_table(std::ostream& out, const Report& r) {
   fmt::print(out, "  model      {} ({:.2f} B parameters)\n", r.info.model, r.info.parameters / 1e9);
   fmt::print(out, "  cluster    {} ({} node{} of {}): {} GPUs used\n", r.info.cluster, r.info.nodes, r.info.nodes == 1 ? "" : "s",
              r.info.device, r.gpus);
+  if (!r.info.host.empty()) fmt::print(out, "  host       {}, {} a kernel launched\n", r.info.host, duration(r.info.host_launch));
   fmt::print(out, "  strategy   {} (global batch {}, {} micro-batch(es) per rank{})\n", r.info.strategy, r.info.global_batch,
              r.micro_batches, r.info.seq_len > 0 ? fmt::format(", seq_len {}{}", r.info.seq_len,
                                                 r.info.seq_len_source.empty() ? "" : " from " + r.info.seq_len_source)

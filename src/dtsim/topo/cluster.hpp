@@ -59,6 +59,9 @@ class Cluster {
     std::string name;
     std::string source;
     hw::Device device;
+    /// The CPU that launches each GPU's kernels: the file's "host", else its
+    /// device's.
+    hw::Host host;
     int nodes = 1;
     int gpus_per_node = 1;
     bool torus = false;  ///< chips linked to their neighbours (TPU), no switch
@@ -92,6 +95,7 @@ class Cluster {
   [[nodiscard]] const std::string& name() const { return shape_.name; }
   [[nodiscard]] const std::string& source() const { return shape_.source; }
   [[nodiscard]] const hw::Device& device() const { return shape_.device; }
+  [[nodiscard]] const hw::Host& host() const { return shape_.host; }
   /// A calibration profile's measured figures replace the datasheet's (hw::apply_figures).
   void set_device(hw::Device device) { shape_.device = std::move(device); }
   [[nodiscard]] int nodes() const { return shape_.nodes; }

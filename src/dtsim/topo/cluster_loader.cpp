@@ -318,6 +318,14 @@ Cluster build_cluster(const nlohmann::json& document, const std::string& file, c
     }
   }
   shape.device = catalog.with_kernel_figures(*device);
+  const std::string host = r.string_or("host", device->host);
+  const hw::Host* found = catalog.find_host(host);
+  if (!found) {
+    const std::string message = fmt::format("expected one of {} (devices/hosts.json), got \"{}\"", catalog.host_names(), host);
+    if (!r.has("host") && described) throw core::InputError(file, "/device/host", message);
+    r.fail("host", message);
+  }
+  shape.host = *found;
   shape.nodes = static_cast<int>(r.count("nodes", kMaxGpus));
   if (options.nodes) {
     if (*options.nodes < 1 || *options.nodes > kMaxGpus) {

@@ -1,6 +1,7 @@
 #pragma once
 /// Builds a Cluster from `topologies/*.json`:
 ///   {"name", "source", "device", "nodes", "gpus_per_node",
+///    "host": a devices/hosts.json name        (optional: the device's),
 ///    "intra_node": {"kind": "nvswitch" | "pcie", "bandwidth", "latency"},
 ///    "pcie": {"bandwidth", "latency"}                          (optional)
 ///    "inter_node": {"kind": "fat_tree", "nics_per_node", "nic_bandwidth",
