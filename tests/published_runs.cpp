@@ -413,8 +413,9 @@ const std::vector<Source>& sources() {
       {"megatron-bridge MoE", "as megatron-bridge; FP8-MX (MXFP8) as dtype=fp8; routing as dtsim's even split (the table forces "
                               "the balance); the dispatcher as Megatron-Core's all-to-all dispatcher (its kernels and NCCL's "
                               "all-to-all), also for the GB200's HybridEP and the 16 H100s' DeepEP; the 235B's moe_a2a_overlap as "
-                              "ep_overlap=on (its delay_wgrad_compute not modelled); the host as an eager step's (host_launch 50 us "
-                              "a kernel, measured on PyTorch), waiting at the dispatcher's sync; the 30B's CUDA graphs of the "
+                              "ep_overlap=on (its delay_wgrad_compute not modelled); the host as an eager step's on the cluster's CPU "
+                              "(devices/hosts.json: x86-64 50 us a kernel, measured on PyTorch; the GB200's Grace 2.75x "
+                              "that), waiting at the dispatcher's sync; the 30B's CUDA graphs of the "
                               "router and the preprocessing as cuda_graph=moe_router+moe_preprocess; not modelled: Transformer "
                               "Engine's own host costs"},
       {"megatron-2022", "micro-batch, interleaving and fp16 as Calculon's validation runs them (the paper states the model, "

@@ -188,8 +188,9 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // the dispatcher's sync, 0.47 and 1.16 before the router's,
                                               // the dispatcher's and the permutations' kernels (0.345 and
                                               // 0.936 with them, before the B200 row's CUDA graphs of its
-                                              // router and preprocessing)
-                                              {"megatron-bridge MoE", {0.40, 0.96}},
+                                              // router and preprocessing; 0.390 and 0.936 before the GB200
+                                              // row's Grace host, which took it from +40.1% to -23.6%)
+                                              {"megatron-bridge MoE", {0.37, 0.96}},
                                               // the H100's GEMMs beside held SMs as measured: 7.7% to 8.8%
                                               {"llm-foundry H100 bf16", {0.09, 0.35}},
                                               {"llm-foundry H100 fp8", {0.06, 0.11}},
