@@ -104,6 +104,23 @@ TEST(Collective, RingAcrossNodesReachesNcclsBusBandwidth) {
   EXPECT_NEAR(busbw("dgx-h100") / 360e9, 1.0, 0.02);
 }
 
+// An all-to-all across nodes runs at one NIC's rate, 46-49 GB/s for an NDR
+// NIC: "Alltoall cannot aggregate the bandwidth of multiple NICs, so the
+// performance you should see is the performance of a single NIC" (an NCCL
+// maintainer, NVIDIA/nccl-tests issue #267). On a rail-optimized SuperPOD
+// too: PXN keeps each step's flows on their own NICs (it ran at 27 GB/s
+// while ties between PXN and the spine put two flows on one NIC).
+TEST(Collective, AllToAllAcrossNodesRunsAtOneNicsRate) {
+  for (const char* name : {"superpod-h100", "dgx-h100"}) {
+    topo::Cluster c = cluster(name, 8);
+    net::Network network(c, {});
+    const double bytes = 4.0 * 1024 * 1024 * 1024, n = 64;
+    const double busbw = bytes / network.cost(net::CollectiveOp::kAllToAll, first(64), core::Bytes(bytes)).time.value() * (n - 1) / n;
+    EXPECT_GT(busbw, 44e9) << name;
+    EXPECT_LT(busbw, 50e9) << name;
+  }
+}
+
 TEST(Collective, GroupWithOneGpuPerNodeSharesNothing) {
   topo::Cluster c = cluster("dgx-a100", 4);
   net::Network network(c, {});

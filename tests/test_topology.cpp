@@ -45,13 +45,22 @@ std::set<std::string> switches_on(const topo::Cluster& c, const topo::Route& r) 
 
 }  // namespace
 
-// SuperPOD: GPUs of equal local rank share a leaf (4 links); others cross the spine (6).
+// SuperPOD: GPUs of equal local rank share a leaf (4 links). To another
+// rail a route is 6 links either over the spine or, as NCCL's PXN sends it,
+// over NVLink to the source node's GPU on the destination's rail and out of
+// its NIC: dtsim takes PXN's, never the spine's and never an NVLink relay in
+// the destination's node.
 TEST(Topology, RailOptimizedKeepsEqualLocalRanksOnOneLeaf) {
   topo::Cluster c = bundled("superpod-h100", 4);
   EXPECT_EQ(c.route(0, 8 + 0).links.size(), 4u);
   EXPECT_EQ(c.route(3, 24 + 3).links.size(), 4u);
-  EXPECT_EQ(c.route(0, 8 + 1).links.size(), 6u);
-  EXPECT_TRUE(switches_on(c, c.route(0, 9)).count("spine"));
+  for (auto [from, to] : std::vector<std::pair<int, int>>{{0, 9}, {7, 8}, {3, 12}, {5, 26}}) {
+    const topo::Route r = c.route(from, to);
+    EXPECT_EQ(r.links.size(), 6u);
+    EXPECT_EQ(switches_on(c, r), (std::set<std::string>{"node" + std::to_string(from / 8) + ".nvswitch",
+                                                        "leaf" + std::to_string(to % 8)}))
+        << from << " -> " << to;
+  }
 }
 
 // Three levels: 4 leaves of 2 nodes, pods of 2 leaves with 2 spines each, 2

@@ -144,6 +144,25 @@ Route Cluster::route(int from, int to, std::vector<int>& scratch) const {
         nearer.push_back(fabric[e].id ^ 1);
       }
     }
+    // Between equally short routes, NCCL's PXN (on by default since 2.12):
+    // a send moves over NVLink inside the source's node to the GPU on the
+    // destination's rail and leaves through that GPU's NIC, so on a
+    // rail-optimized fabric a flow to another rail neither climbs to the
+    // spine nor relays over NVLink in the destination's node. Hashing among
+    // those routes put two flows of one all-to-all step on one NIC, where
+    // NCCL's maintainers see an all-to-all run at one NIC's rate
+    // (NVIDIA/nccl-tests issue #267). So: a link from the source's node
+    // first, then any but an NVLink hop in another node.
+    const int source_node = fabric[source].node;
+    auto rank = [&](int id) {
+      const LinkInfo& l = links_[static_cast<std::size_t>(id)];
+      const int node = fabric[l.from].node;
+      return node == source_node ? 0 : l.kind == LinkKind::kNvLink && node >= 0 ? 2 : 1;
+    };
+    if (source_node >= 0 && !nearer.empty()) {
+      const int best = rank(*std::min_element(nearer.begin(), nearer.end(), [&](int a, int b) { return rank(a) < rank(b); }));
+      std::erase_if(nearer, [&](int id) { return rank(id) != best; });
+    }
     // A torus routes in dimension order (TPU ICI does): the lowest link id,
     // since builders add a dimension's links before the next one's.
     const int link_id = shape_.torus ? *std::min_element(nearer.begin(), nearer.end())
