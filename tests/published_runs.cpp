@@ -327,6 +327,33 @@ void llama3_paper(const json& c, std::vector<Case>& out) {
   out.push_back(k);
 }
 
+// DeepSeek-V3's pre-training on 2,048 H800s (its technical report): the
+// published config.json, pp 16, ep 64 over 8 nodes, ZeRO-1 over dp 128, FP8
+// GEMMs. DualPipe, which overlaps a forward and a backward chunk with each
+// one's all-to-all beside the other's compute, runs as the nearest schedule
+// dtsim has: the interleaved one with two chunks a rank and the
+// all-to-all overlap (vpp=2, ep_overlap=on); its 120 micro-batches a replica
+// round up to 128, a multiple of pp, as the interleaved schedule needs.
+void deepseek_v3(const json& c, std::vector<Case>& out) {
+  const json& p = c["parallel"];
+  const int gpus = c["gpus"], dp = p["dp"], pp = p["pp"];
+  const int per_replica = (p["global_batch"].get<int>() / dp + pp - 1) / pp * pp;
+  Case k;
+  k.id = c["id"];
+  k.source = "deepseek-v3";
+  k.generation = "H800";
+  k.model = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "inputs" / "hf" / "DeepSeek-V3" / "config.json");
+  k.cluster = "hgx-h800";
+  k.gpus = gpus;
+  k.nodes = gpus / 8;
+  k.strategy = fmt::format("framework=megatron,tp={},pp={},ep={},etp=1,dp={},mbs=1,gbs={},vpp=2,ep_overlap=on,dtype=fp8,"
+                           "zero=1,overlap=on,param_overlap=on,grad_reduce=fp32,attention=flash",
+                           p["tp"].get<int>(), pp, p["ep"].get<int>(), dp, dp * per_replica);
+  k.metric = Metric::kTokensPerGpu;
+  k.measured = c["tokens_per_sec_per_gpu"];
+  out.push_back(k);
+}
+
 // One row of Megatron-Bridge's 25.11 table (tests/validation/megatron-bridge.json):
 // the table's layout; from the recipe, FP8 GEMMs, gradients reduced in bf16,
 // Transformer Engine's fused cross entropy, the distributed optimizer with
@@ -429,6 +456,14 @@ const std::vector<Source>& sources() {
                        "micro-batch; the RoCE fabric as superpod-h100's non-blocking 400 Gb/s a GPU (the paper: 1:7 above "
                        "3,072-GPU pods); attention fully causal (the paper masks across documents); TFLOP/s counting causal "
                        "attention"},
+      {"deepseek-v3", "DualPipe as the interleaved schedule with two chunks a rank and the all-to-all overlap "
+                      "(vpp=2, ep_overlap=on; 128 micro-batches a replica for the paper's 120); HAI-LLM's kernels as "
+                      "Megatron-Core's fused ones (framework=megatron); FP8 GEMMs as dtsim's per-tensor dtype=fp8 (the "
+                      "paper scales per 1x128 tile and 128x128 block); the dispatch as Megatron-Core's all-to-all, in "
+                      "bf16, every routed copy sent (not modelled: node-limited routing's one IB transfer a node, NVLink "
+                      "forwarding, FP8 dispatch, the all-to-all's 20 SMs); no recomputation (the paper reruns RMSNorm "
+                      "and the MLA up-projections); the multi-token-prediction module not run; routing balanced; the "
+                      "multi-plane fabric as hgx-h800's rail-optimized one"},
       {"torchtitan", "the 64 A100s as 8 dgx-a100 nodes (the document does not state the network); the norms as dtsim "
                      "costs an RMSNorm (torchtitan's configs ran its Triton fused_rmsnorm for the 13B, PyTorch's for the 70Bs)"},
   };
@@ -471,6 +506,7 @@ std::vector<Case> outside_shared_cases() {
     if (id.rfind("korthikanti_", 0) == 0) megatron_2022(c, out);
     if (id.rfind("torchtitan_", 0) == 0) torchtitan(c, out);
     if (id.rfind("llama3_405b_", 0) == 0) llama3_paper(c, out);
+    if (id.rfind("deepseek_v3_", 0) == 0) deepseek_v3(c, out);
   }
   llm_foundry_table(load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "llm-foundry-mpt.json"), out);
   const json bridge = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "megatron-bridge.json");
