@@ -59,13 +59,15 @@ TEST(CliErrors, UnknownBundledName) {
       << r.out;
 }
 
-TEST(Cli, ListShowsModelsClustersDevicesAndPresets) {
+TEST(Cli, ListShowsModelsClustersDevicesHostsAndPresets) {
   CliResult r = run_dtsim("list");
   ASSERT_EQ(r.exit_code, 0);
   for (const char* expected : {"llama2-7b", "resnet50", "dgx-h100", "superpod-a100", "MI300X", "multi_worker_mirrored",
                                // V100 has no bf16: its 16-bit rate is fp16's; the CPU's ranks are cores
                                "V100-SXM2-32GB     125.0 TFLOP/s fp16", "1 node  x  2 cores =     2 CPU ranks",
-                               "128 nodes x  8 GPUs  =  1024 H100-SXM"}) {
+                               "128 nodes x  8 GPUs  =  1024 H100-SXM",
+                               // the hosts and their time per kernel (devices/hosts.json)
+                               "  x86-64              50.0 us a kernel", "  grace              137.5 us a kernel"}) {
     EXPECT_NE(r.out.find(expected), std::string::npos) << expected;
   }
 }

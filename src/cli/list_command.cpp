@@ -45,6 +45,8 @@ int run_list(std::ostream& out) {
                d.peak_for(half).value() / 1e12, hw::to_string(half), d.hbm_capacity.value() / 1073741824.0,
                d.hbm_bandwidth.value() / 1e9, kernels);
   }
+  fmt::print(out, "\nhosts (devices/hosts.json: what an eager step's CPU spends per kernel it launches)\n");
+  for (const hw::Host& h : catalog.hosts()) fmt::print(out, "  {:<16} {:>7.1f} us a kernel\n", h.name, h.kernel_launch.value() * 1e6);
   fmt::print(out, "\nstrategy presets (--strategy NAME[,key=value...]; keys: {})\n", plan::strategy_keys());
   for (const plan::Preset& p : plan::presets()) fmt::print(out, "  {:<22} {:<26} {}\n", p.name, p.expansion, p.description);
   return 0;

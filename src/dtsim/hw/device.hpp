@@ -75,6 +75,7 @@ class DeviceCatalog {
   /// Case-insensitive lookup by name; nullptr when unknown.
   [[nodiscard]] const Device* find(std::string_view name) const;
   [[nodiscard]] std::string names() const;
+  [[nodiscard]] const std::vector<Host>& hosts() const { return hosts_; }
   /// A host of devices/hosts.json by name; nullptr when unknown.
   [[nodiscard]] const Host* find_host(std::string_view name) const;
   [[nodiscard]] std::string host_names() const;

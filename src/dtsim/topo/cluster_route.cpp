@@ -152,14 +152,15 @@ Route Cluster::route(int from, int to, std::vector<int>& scratch) const {
     // those routes put two flows of one all-to-all step on one NIC, where
     // NCCL's maintainers see an all-to-all run at one NIC's rate
     // (NVIDIA/nccl-tests issue #267). So: a link from the source's node
-    // first, then any but an NVLink hop in another node.
+    // first, then any but an NVLink hop in another node (a torus keeps its
+    // dimension order below).
     const int source_node = fabric[source].node;
     auto rank = [&](int id) {
       const LinkInfo& l = links_[static_cast<std::size_t>(id)];
       const int node = fabric[l.from].node;
       return node == source_node ? 0 : l.kind == LinkKind::kNvLink && node >= 0 ? 2 : 1;
     };
-    if (source_node >= 0 && !nearer.empty()) {
+    if (source_node >= 0 && !shape_.torus && !nearer.empty()) {
       const int best = rank(*std::min_element(nearer.begin(), nearer.end(), [&](int a, int b) { return rank(a) < rank(b); }));
       std::erase_if(nearer, [&](int id) { return rank(id) != best; });
     }
