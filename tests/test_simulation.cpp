@@ -935,6 +935,7 @@ TEST(Simulation, KernelsShorterThanTheirLaunchesWaitForTheHost) {
                              DTSIM_SOURCE_DIR "/tests/fuzz/profile/cpu-2-ranks.json", false, {}, {}});
   };
   const driver::Simulation cpu = on_cpu("dp=2,gbs=8,mbs=2,dtype=fp32");
+  EXPECT_EQ(cpu.report.info.host, "");  // the report names no host for it
   EXPECT_EQ(cpu.timeline.makespan, on_cpu("dp=2,gbs=8,mbs=2,dtype=fp32,host_launch=0").timeline.makespan);
   EXPECT_EQ(cpu.report.breakdown.host_wait.value(), 0.0);
 }

@@ -226,8 +226,10 @@ Prediction predict(const model::Graph& graph, const topo::Cluster& cluster, cons
   info.model = graph.name;
   info.cluster = cluster.name();
   info.device = cluster.device().name;
-  info.host = cluster.host().name;
-  info.host_launch = host_launch;
+  if (cluster.device().concurrent_streams) {  // a CPU rank is its own host and launches nothing
+    info.host = cluster.host().name;
+    info.host_launch = host_launch;
+  }
   info.strategy = request.strategy;
   info.nodes = (strategy.world + cluster.gpus_per_node() - 1) / cluster.gpus_per_node();
   info.global_batch = strategy.s.gbs;
