@@ -333,7 +333,8 @@ void llama3_paper(const json& c, std::vector<Case>& out) {
 // one's all-to-all beside the other's compute, runs as the nearest schedule
 // dtsim has: the interleaved one with two chunks a rank and the
 // all-to-all overlap (vpp=2, ep_overlap=on); its 120 micro-batches a replica
-// round up to 128, a multiple of pp, as the interleaved schedule needs.
+// round up to 128, a multiple of pp, as the interleaved schedule needs. Its
+// dispatch is DeepEP's in FP8 (dispatcher=deepep_fp8): once per node, node-limited.
 void deepseek_v3(const json& c, std::vector<Case>& out) {
   const json& p = c["parallel"];
   const int gpus = c["gpus"], dp = p["dp"], pp = p["pp"];
@@ -347,7 +348,7 @@ void deepseek_v3(const json& c, std::vector<Case>& out) {
   k.gpus = gpus;
   k.nodes = gpus / 8;
   k.strategy = fmt::format("framework=megatron,tp={},pp={},ep={},etp=1,dp={},mbs=1,gbs={},vpp=2,ep_overlap=on,dtype=fp8,"
-                           "zero=1,overlap=on,param_overlap=on,grad_reduce=fp32,attention=flash",
+                           "dispatcher=deepep_fp8,zero=1,overlap=on,param_overlap=on,grad_reduce=fp32,attention=flash",
                            p["tp"].get<int>(), pp, p["ep"].get<int>(), dp, dp * per_replica);
   k.metric = Metric::kTokensPerGpu;
   k.measured = c["tokens_per_sec_per_gpu"];
@@ -459,9 +460,9 @@ const std::vector<Source>& sources() {
       {"deepseek-v3", "DualPipe as the interleaved schedule with two chunks a rank and the all-to-all overlap "
                       "(vpp=2, ep_overlap=on; 128 micro-batches a replica for the paper's 120); HAI-LLM's kernels as "
                       "Megatron-Core's fused ones (framework=megatron); FP8 GEMMs as dtsim's per-tensor dtype=fp8 (the "
-                      "paper scales per 1x128 tile and 128x128 block); the dispatch as Megatron-Core's all-to-all, in "
-                      "bf16, every routed copy sent (not modelled: node-limited routing's one IB transfer a node, NVLink "
-                      "forwarding, FP8 dispatch, the all-to-all's 20 SMs); no recomputation (the paper reruns RMSNorm "
+                      "paper scales per 1x128 tile and 128x128 block); the dispatch as DeepEP's (dispatcher=deepep_fp8: once "
+                      "per node over InfiniBand, then NVLink, FP8 forward, the two levels one after the other; balanced "
+                      "node-limited routing; the kernels' 20 SMs as NCCL's channels); no recomputation (the paper reruns RMSNorm "
                       "and the MLA up-projections); the multi-token-prediction module not run; routing balanced; the "
                       "multi-plane fabric as hgx-h800's rail-optimized one"},
       {"torchtitan", "the 64 A100s as 8 dgx-a100 nodes (the document does not state the network); the norms as dtsim "

@@ -208,10 +208,10 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // Llama 3 405B on 8,192 and 16,384 H100s: optimistic at
                                               // both scales by about the same share (README, "Llama 3 405B")
                                               {"llama3-paper", {0.21, 0.21}},
-                                              // DeepSeek-V3 on 2,048 H800s: pessimistic; the node-limited
-                                              // FP8 dispatch and DualPipe's own schedule are not modelled
-                                              // (README, "DeepSeek-V3")
-                                              {"deepseek-v3", {0.24, 0.24}}};
+                                              // DeepSeek-V3 on 2,048 H800s with DeepEP's FP8 dispatch
+                                              // (README, "DeepSeek-V3"); 0.235 with Megatron-Core's
+                                              // all-to-all, 0.134 while a pass paused between its levels
+                                              {"deepseek-v3", {0.04, 0.04}}};
   for (const auto& [name, s] : by_source) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name).mean) << name;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "dtsim/core/input_error.hpp"
+
 namespace dtsim::exec {
 namespace {
 
@@ -84,6 +86,10 @@ void MpiCollectives::run(const plan::Task& task) {
     case plan::CommOp::kAllToAll:
       MPI_Alltoall(send_.data(), c, MPI_FLOAT, receive_.data(), c, MPI_FLOAT, comm);
       break;
+    case plan::CommOp::kAllToAllAcrossNodes:
+    case plan::CommOp::kAllToAllInNode:
+      throw core::InputError("--strategy", "/dispatcher",
+                             "deepep's two-level dispatch is simulated, not run: expected dispatcher=alltoall to run a plan");
     case plan::CommOp::kRingExchange:
       MPI_Sendrecv(send_.data(), c, MPI_FLOAT, (me + 1) % n, mpi_tag(tag), receive_.data(), c, MPI_FLOAT,
                    (me + n - 1) % n, mpi_tag(tag), comm, MPI_STATUS_IGNORE);

@@ -138,6 +138,8 @@ struct TransformerShape {
   std::int64_t decoder_layers = 0;
   std::int64_t decoder_seq_len = 0;  ///< the decoder's tokens per sample (seq_len is the encoder's)
   double attention_dropout = 0;      ///< on the attention probabilities (TransformerConfig::attention_dropout)
+  std::int64_t expert_groups = 0;    ///< group-limited routing (TransformerConfig::expert_groups); 0: none
+  std::int64_t group_top_k = 0;
 };
 
 struct Graph {

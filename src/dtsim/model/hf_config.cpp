@@ -206,6 +206,13 @@ TransformerConfig deepseek(core::JsonReader& r, const LoadOptions& options) {
     if (c.shared_ffn > kMaxFfnHidden) {
       r.fail("n_shared_experts", fmt::format("expected shared experts of at most {} in all, got {}", kMaxFfnHidden, c.shared_ffn));
     }
+    if (present(r, "n_group") && present(r, "topk_group")) {
+      c.expert_groups = r.count("n_group", c.experts);
+      c.group_top_k = r.count("topk_group", c.expert_groups);
+      if (c.experts % c.expert_groups != 0) {
+        r.fail("n_group", fmt::format("expected a divisor of the {} routed experts, got {}", c.experts, c.expert_groups));
+      }
+    }
     c.first_dense = present(r, "first_k_dense_replace") ? r.integer("first_k_dense_replace") : 0;
     if (c.first_dense < 0 || c.first_dense > c.layers) {
       r.fail("first_k_dense_replace", fmt::format("expected 0 to {} dense first blocks, got {}", c.layers, c.first_dense));

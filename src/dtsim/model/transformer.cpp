@@ -408,7 +408,9 @@ Graph build_transformer(const TransformerConfig& config) {
                                        config.head_size(),
                                        config.decoder_layers,
                                        config.decoder_seq_len,
-                                       config.attention_dropout};
+                                       config.attention_dropout,
+                                       config.expert_groups,
+                                       config.group_top_k};
   graph.layers.reserve(static_cast<std::size_t>(config.layers + config.decoder_layers) + 2);
   graph.layers.push_back(embedding(config));
   if (config.decoder_layers > 0) {

@@ -44,6 +44,11 @@ struct TransformerConfig {
   bool rotary = true;              ///< RoPE rotates queries and keys (not with learned positions or ALiBi)
   std::int64_t experts = 0;        ///< 0: dense MLP
   std::int64_t top_k = 0;
+  /// Group-limited routing (DeepSeek's n_group, topk_group): the experts
+  /// form expert_groups equal groups in order, and a token picks its top_k
+  /// among those of group_top_k groups; 0: any expert.
+  std::int64_t expert_groups = 0;
+  std::int64_t group_top_k = 0;
   bool causal = true;  ///< decoders mask future tokens; encoders (BERT) attend both ways
   /// Dropout on the attention probabilities. Only unfused attention pays for
   /// it (two more passes over the s x s scores each way and a 1-byte mask,

@@ -12,6 +12,8 @@ std::string_view to_string(CollectiveOp op) {
     case CollectiveOp::kAllToAll: return "all_to_all";
     case CollectiveOp::kSendRecv: return "send_recv";
     case CollectiveOp::kRingExchange: return "ring_exchange";
+    case CollectiveOp::kAllToAllAcrossNodes: return "all_to_all_across_nodes";
+    case CollectiveOp::kAllToAllInNode: return "all_to_all_in_node";
   }
   return "?";
 }

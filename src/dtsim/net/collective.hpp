@@ -27,7 +27,12 @@
 
 namespace dtsim::net {
 
-enum class CollectiveOp { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kAllToAll, kSendRecv, kRingExchange };
+/// kAllToAllAcrossNodes and kAllToAllInNode: the two levels of DeepEP's
+/// dispatch (plan::CommOp's), `bytes` what each member sends in all.
+enum class CollectiveOp {
+  kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kAllToAll, kSendRecv, kRingExchange, kAllToAllAcrossNodes,
+  kAllToAllInNode
+};
 std::string_view to_string(CollectiveOp op);
 std::optional<CollectiveOp> parse_collective_op(std::string_view text);
 
@@ -161,6 +166,7 @@ class Network {
   std::optional<CollectivePlan> halving_doubling(CollectiveOp op, const std::vector<std::vector<int>>& groups,
                                                  core::Bytes bytes) const;
   std::optional<CollectivePlan> direct(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes) const;
+  CollectivePlan two_level_plan(CollectiveOp op, std::span<const int> gpus, core::Bytes bytes, Protocol protocol) const;
   std::optional<CollectivePlan> nvls(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes) const;
   std::optional<CollectivePlan> sharp(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes) const;
   std::optional<CollectivePlan> parameter_server(CollectiveOp op, const std::vector<int>& group, core::Bytes bytes) const;

@@ -2,6 +2,7 @@
 // algorithm and protocol (the cheapest, as NCCL's own tuner picks it).
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "dtsim/net/collective.hpp"
 
@@ -136,6 +137,9 @@ CollectivePlan Network::plan(CollectiveOp op, std::span<const int> gpus, Bytes b
     none.measured = true;
     return none;
   }
+  if (op == CollectiveOp::kAllToAllAcrossNodes || op == CollectiveOp::kAllToAllInNode) {
+    return two_level_plan(op, gpus, bytes, protocol);
+  }
   // Auto chooses among what NCCL implements; halving-doubling, direct, ps and
   // reduce_broadcast (MPI's and TensorFlow's choices) only when named.
   std::vector<Algorithm> algorithms{algorithm};
@@ -174,6 +178,39 @@ CollectivePlan Network::plan(CollectiveOp op, std::span<const int> gpus, Bytes b
   }
   if (!best) return plan(op, gpus, bytes, Algorithm::kRing, protocol);  // ring applies to every collective
   return *best;
+}
+
+// One level of DeepEP's dispatch: the members split by node; across nodes
+// each member exchanges with the members at its own place in the other
+// nodes (its rail: DeepEP's RDMA peers), in a node with the others there
+// (its NVLink forwarding). Either runs as a pairwise all-to-all over those
+// groups, each member sending `bytes` in all, evenly.
+CollectivePlan Network::two_level_plan(CollectiveOp op, std::span<const int> gpus, Bytes bytes, Protocol protocol) const {
+  std::map<int, std::vector<int>> by_node;
+  for (int gpu : gpus) by_node[cluster_->node_of(gpu)].push_back(gpu);
+  std::vector<std::vector<int>> groups;
+  if (op == CollectiveOp::kAllToAllInNode) {
+    for (auto& [node, members] : by_node) groups.push_back(members);
+  } else {
+    const std::size_t per_node = by_node.begin()->second.size();
+    groups.assign(per_node, {});
+    for (auto& [node, members] : by_node) {
+      for (std::size_t i = 0; i < per_node && i < members.size(); ++i) groups[i].push_back(members[i]);
+    }
+  }
+  std::size_t n = 0;
+  for (const auto& g : groups) n = std::max(n, g.size());
+  CollectivePlan none;
+  if (n <= 1 || bytes.value() <= 0) {
+    none.fixed = core::Seconds(0);
+    return none;
+  }
+  const Bytes buffer = bytes * (static_cast<double>(n) / static_cast<double>(n - 1));
+  CollectivePlan plan = *direct(CollectiveOp::kAllToAll, groups, buffer);
+  plan.algorithm = Algorithm::kDirect;
+  std::vector<int> first(groups.front().begin(), groups.front().end());
+  return with_protocol(std::move(plan), CollectiveOp::kAllToAll, first, buffer,
+                       protocol == Protocol::kAuto ? Protocol::kSimple : protocol);
 }
 
 bool Network::applies(CollectiveOp op, std::span<const int> gpus, Algorithm algorithm) const {

@@ -5,6 +5,7 @@
 
 #include "dtsim/plan/lower.hpp"
 #include "dtsim/plan/memory.hpp"
+#include "dtsim/plan/deep_ep.hpp"
 #include "dtsim/plan/moe_dispatch.hpp"
 #include "dtsim/plan/op_recompute.hpp"
 
@@ -306,6 +307,29 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
       tokens_bytes(hidden * (graph_.transformer ? static_cast<double>(graph_.transformer->top_k) : 0) * padding) /
       (grid ? r_.s.tp : 1);
   const Bytes gathered = routed * static_cast<double>(r_.s.etp);
+  // The tokens' trip to their experts and back. The all-to-all dispatcher
+  // sends `routed`, a copy per expert, in one all-to-all. DeepEP sends each
+  // token across the network once per node holding one of its experts, then
+  // over NVLink once per GPU there (deep_ep.hpp), in the activations'
+  // dtype; deepep_fp8 sends the forward dispatch in FP8 with a float scale
+  // per 128 elements. The combine runs the levels in reverse.
+  auto expert_trip = [&](bool to_experts, bool fp8_data) {
+    if (!ep) return;
+    if (r_.s.dispatcher == Strategy::Dispatcher::kAllToAll) {
+      collective(CommOp::kAllToAll, GroupKind::kEp, routed);
+      return;
+    }
+    const DeepEpCopies copies = deep_ep_copies(*graph_.transformer, r_.s.ep, r_.ep_nodes);
+    const double element = fp8_data ? (1.0 + 4.0 / 128.0) / act_bytes_ : 1.0;
+    const Bytes tokens = routed / static_cast<double>(graph_.transformer->top_k) * element;
+    const Bytes across = tokens * copies.remote_nodes, within = tokens * copies.nvlink_copies;
+    // A level with one member a group moves nothing and is not issued.
+    const bool network = r_.ep_nodes > 1, nvlink = r_.ep_nodes < r_.s.ep;
+    if (to_experts && network) collective(CommOp::kAllToAllAcrossNodes, GroupKind::kEp, across);
+    if (nvlink) collective(CommOp::kAllToAllInNode, GroupKind::kEp, within);
+    if (!to_experts && network) collective(CommOp::kAllToAllAcrossNodes, GroupKind::kEp, across);
+  };
+  const bool fp8_dispatch = r_.s.dispatcher == Strategy::Dispatcher::kDeepEpFp8;
   // The router's, the dispatcher's and the permutations' kernels around the
   // experts (moe_dispatch.hpp), in the order the block runs them.
   const bool moe = graph_.transformer && graph_.transformer->experts > 0;
@@ -422,14 +446,14 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
       moe_glue(op, MoeStage::kBeforeDispatch, false);  // what the sync waits for
       sync_before_experts(op);
       if (dense_tp(op) && sp && op.tp_gather_before) collective(CommOp::kAllGather, GroupKind::kTp, tokens_bytes(hidden, op.tokens));
-      if (ep && op.expert && op.tp_gather_before) collective(CommOp::kAllToAll, GroupKind::kEp, routed);  // dispatch
+      if (op.expert && op.tp_gather_before) expert_trip(true, fp8_dispatch);  // dispatch
       if (etp && op.expert && op.tp_gather_before) collective(CommOp::kAllGather, GroupKind::kExpertTp, gathered);
       moe_glue(op, MoeStage::kAfterDispatch, false);
       if (cp && op.kind == model::OpKind::kAttention) ring_attention(op, false);
       else add(op, false);
       moe_glue(op, MoeStage::kBeforeCombine, false);
       if (etp && op.expert && op.tp_reduce_after) collective(CommOp::kReduceScatter, GroupKind::kExpertTp, gathered);
-      if (ep && op.expert && op.tp_reduce_after) collective(CommOp::kAllToAll, GroupKind::kEp, routed);  // combine
+      if (op.expert && op.tp_reduce_after) expert_trip(false, false);  // combine
       moe_glue(op, MoeStage::kAfterCombine, false);
       if (dense_tp(op) && op.tp_reduce_after) {
         collective(sp ? CommOp::kReduceScatter : CommOp::kAllReduce, GroupKind::kTp, tokens_bytes(hidden, op.tokens));
@@ -439,7 +463,7 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
     for (auto it = layer.ops.rbegin(); it != layer.ops.rend(); ++it) {
       if (dense_tp(*it) && sp && it->tp_reduce_after) collective(CommOp::kAllGather, GroupKind::kTp, tokens_bytes(hidden, it->tokens));
       moe_glue(*it, MoeStage::kAfterCombine, true);
-      if (ep && it->expert && it->tp_reduce_after) collective(CommOp::kAllToAll, GroupKind::kEp, routed);
+      if (it->expert && it->tp_reduce_after) expert_trip(true, false);  // the combine's gradient to the experts
       if (etp && it->expert && it->tp_reduce_after) collective(CommOp::kAllGather, GroupKind::kExpertTp, gathered);
       moe_glue(*it, MoeStage::kBeforeCombine, true);
       if (cp && it->kind == model::OpKind::kAttention) {
@@ -468,7 +492,7 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
       add(*it, true);
       moe_glue(*it, MoeStage::kAfterDispatch, true);
       if (etp && it->expert && it->tp_gather_before) collective(CommOp::kReduceScatter, GroupKind::kExpertTp, gathered);
-      if (ep && it->expert && it->tp_gather_before) collective(CommOp::kAllToAll, GroupKind::kEp, routed);
+      if (it->expert && it->tp_gather_before) expert_trip(false, false);  // the dispatch's gradient back
       moe_glue(*it, MoeStage::kBeforeDispatch, true);
       if (dense_tp(*it) && it->tp_gather_before) collective(input_gradient, GroupKind::kTp, input);
     }

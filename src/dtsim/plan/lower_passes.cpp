@@ -86,7 +86,10 @@ bool Lowering::run_steps(RankState& s, LayerCursor& c, bool pause_after_ep) {
           comm(s, stream, step.op, group_id, (*calls)++, step.bytes, phase, c.mb, c.layer, {s.last_compute, c.chained});
       (step.overlapped ? c.overlapped : c.pending) = id;
       if (!step.overlapped) c.chained = id;
-      if (pause_after_ep && step.group == GroupKind::kEp) return true;
+      // A trip's levels (DeepEP's across nodes, then in the node) go out
+      // together; the pass pauses after the last of them.
+      const bool more_ep = c.next < steps.size() && steps[c.next].is_comm && steps[c.next].group == GroupKind::kEp;
+      if (pause_after_ep && step.group == GroupKind::kEp && !more_ep) return true;
       continue;
     }
     Task task;

@@ -129,7 +129,7 @@ std::optional<MoeGraph> moe_graph_scope(std::string_view scope) {
 
 std::string_view strategy_keys() {
   return "dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, grad_reduce, overlap, zero, bucket, attention, sp, schedule, vpp, "
-         "recompute, recompute_layers, ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, ep_overlap, autocast, fusions, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor, cuda_graph, fsdp_version";
+         "recompute, recompute_layers, ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, ep_overlap, dispatcher, autocast, fusions, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor, cuda_graph, fsdp_version";
 }
 
 const std::vector<Preset>& presets() {
@@ -305,6 +305,11 @@ Strategy parse_strategy(std::string_view text) {
       s.param_overlap = on_off(key, value);
     } else if (key == "ep_overlap") {
       s.ep_overlap = on_off(key, value);
+    } else if (key == "dispatcher") {
+      if (value == "alltoall") s.dispatcher = Strategy::Dispatcher::kAllToAll;
+      else if (value == "deepep") s.dispatcher = Strategy::Dispatcher::kDeepEp;
+      else if (value == "deepep_fp8") s.dispatcher = Strategy::Dispatcher::kDeepEpFp8;
+      else fail(key, fmt::format("expected alltoall, deepep or deepep_fp8, got \"{}\"", value));
     } else if (key == "cuda_graph") {
       if (const auto graph = moe_graph_scope(value)) s.moe_graph = *graph;
       else if (value == "moe_preprocess") fail(key, "moe_preprocess needs moe_router in the scope too (Megatron-Core refuses it alone)");
@@ -466,6 +471,29 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
     if (s.ep == 1) fail("ep_overlap", "overlaps expert-parallel all-to-alls; it needs ep > 1");
     if (s.pp > 1 && s.vpp == 1) fail("ep_overlap", "with pp > 1 it needs the interleaved schedule (vpp > 1), as Megatron-Core does");
     if (s.recompute == Recompute::kFull) fail("ep_overlap", "cannot run with full recomputation (Megatron-Core refuses it)");
+  }
+  if (s.dispatcher == Strategy::Dispatcher::kDeepEpFp8 && s.dtype != hw::Dtype::kFp8) {
+    fail("dispatcher", "deepep_fp8 dispatches in FP8 as FP8 training does; expected dtype=fp8");
+  }
+  if (s.dispatcher != Strategy::Dispatcher::kAllToAll) {
+    if (!graph.transformer || graph.transformer->experts == 0) {
+      fail("dispatcher", fmt::format("deepep dispatches an MoE layer's tokens; {} is dense", graph.name));
+    }
+    if (s.ep == 1) fail("dispatcher", "deepep dispatches over expert-parallel ranks; it needs ep > 1");
+    if (s.expert_tp() > 1) fail("dispatcher", "deepep runs experts whole (expert tensor parallelism 1); expected etp=1");
+    if (s.placement != "packed") fail("dispatcher", "deepep's nodes are counted with ranks placed in order; expected placement=packed");
+    // An expert group's ranks lie ep apart by its inner degrees, in order
+    // (Megatron's: tp, cp inside ep; on an expert grid etp, here 1).
+    const std::int64_t stride = r.expert_grid() ? 1 : std::int64_t{s.tp} * s.cp;
+    const std::int64_t span = stride * s.ep;
+    const int per_node = cluster.gpus_per_node();
+    if (span > per_node) {
+      if (span % per_node != 0 || s.ep % (span / per_node) != 0) {
+        fail("dispatcher", fmt::format("deepep needs an expert group that fills whole nodes of {} GPUs; its ranks span {}",
+                                       per_node, span));
+      }
+      r.ep_nodes = static_cast<int>(span / per_node);
+    }
   }
   if (s.fsdp_version == 2 && (s.zero != 3 || s.framework != Framework::kPytorch)) {
     fail("fsdp_version", "is PyTorch FSDP's; it needs zero=3 and framework=pytorch");

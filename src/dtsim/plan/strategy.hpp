@@ -173,6 +173,17 @@ struct Strategy {
   /// expert-parallel all-to-all so that one's all-to-all runs beside the
   /// other's compute (needs ep > 1).
   bool ep_overlap = false;
+  /// How an MoE layer's tokens reach their experts over ep. kAllToAll:
+  /// Megatron-Core's all-to-all dispatcher, a copy of each token for each of
+  /// its top_k experts through NCCL's all-to-all. kDeepEp: DeepSeek's
+  /// dispatch (DeepEP's normal kernels; Megatron-Core's flex dispatcher
+  /// with --moe-enable-deepep): a token crosses the network once per
+  /// destination node, to the GPU of its own rail there, which forwards it
+  /// over NVLink once per GPU holding one of its experts, in the
+  /// activations' dtype as Megatron-Core passes them (fused_a2a.py).
+  /// kDeepEpFp8: the same with the dispatch in FP8 and a float scale per 128
+  /// elements, as DeepSeek-V3 trains (the combine stays 16-bit).
+  enum class Dispatcher { kAllToAll, kDeepEp, kDeepEpFp8 } dispatcher = Dispatcher::kAllToAll;
   /// Megatron-Core's partial CUDA graphs of an MoE block
   /// (--cuda-graph-impl transformer_engine --cuda-graph-scope moe_router
   /// [moe_preprocess]): the pre-MLP norm, the router's GEMM and routing, and
@@ -262,6 +273,9 @@ struct ResolvedStrategy {
   /// and ZeRO shards it, over them (cp included, as Megatron-Core does).
   [[nodiscard]] int dense_replicas() const { return s.dp * s.cp * layout_ep(); }
   /// Ranks holding the same shard of an expert.
+  /// Nodes one expert-parallel group spans, ranks placed in order (packed):
+  /// what dispatcher=deepep's dispatch crosses the network between.
+  int ep_nodes = 1;
   [[nodiscard]] int expert_replicas() const {
     return expert_grid() ? s.tp * s.cp * s.dp / (s.etp * s.ep) : s.dp * s.cp;
   }

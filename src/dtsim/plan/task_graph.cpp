@@ -41,6 +41,8 @@ std::string_view to_string(CommOp op) {
     case CommOp::kSendRecv: return "send_recv";
     case CommOp::kRingExchange: return "ring_exchange";
     case CommOp::kAllToAll: return "all_to_all";
+    case CommOp::kAllToAllAcrossNodes: return "all_to_all_across_nodes";
+    case CommOp::kAllToAllInNode: return "all_to_all_in_node";
   }
   return "?";
 }

@@ -37,7 +37,13 @@ enum class Phase : std::uint8_t { kForward, kBackward, kOptimizer, kPush, kPull 
 
 /// kRingExchange: every member sends `bytes` to the next one at once (one
 /// step of ring attention); kAllToAll: every member sends bytes/n to each other.
-enum class CommOp : std::uint8_t { kAllReduce, kReduceScatter, kAllGather, kSendRecv, kRingExchange, kAllToAll };
+/// The two levels of DeepEP's dispatch and combine over an ep group, `bytes`
+/// what each member sends in all: kAllToAllAcrossNodes evenly to the members
+/// of its rail (the same place in its node) on the group's other nodes,
+/// kAllToAllInNode evenly to the other members of its node.
+enum class CommOp : std::uint8_t {
+  kAllReduce, kReduceScatter, kAllGather, kSendRecv, kRingExchange, kAllToAll, kAllToAllAcrossNodes, kAllToAllInNode
+};
 std::string_view to_string(CommOp op);
 
 struct Kernel {

@@ -18,6 +18,8 @@ net::CollectiveOp to_net(plan::CommOp op) {
     case plan::CommOp::kSendRecv: return net::CollectiveOp::kSendRecv;
     case plan::CommOp::kRingExchange: return net::CollectiveOp::kRingExchange;
     case plan::CommOp::kAllToAll: return net::CollectiveOp::kAllToAll;
+    case plan::CommOp::kAllToAllAcrossNodes: return net::CollectiveOp::kAllToAllAcrossNodes;
+    case plan::CommOp::kAllToAllInNode: return net::CollectiveOp::kAllToAllInNode;
   }
   return net::CollectiveOp::kAllReduce;
 }
@@ -38,6 +40,9 @@ double local_traffic_per_byte(plan::CommOp op, std::size_t members) {
     case plan::CommOp::kAllReduce: return 5.0 * share;  // a reduce-scatter, then an all-gather
     case plan::CommOp::kSendRecv: return 1.0;
     case plan::CommOp::kRingExchange: return 2.0;
+    // `bytes` is what a member sends at this level; it receives as much.
+    case plan::CommOp::kAllToAllAcrossNodes:
+    case plan::CommOp::kAllToAllInNode: return 2.0;
   }
   return 2.0;
 }
