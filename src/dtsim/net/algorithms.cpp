@@ -326,6 +326,20 @@ std::optional<CollectivePlan> Network::flat(CollectiveOp op, const std::vector<s
   return out;
 }
 
+Network::NodeSplit Network::split_by_node(std::span<const int> gpus) const {
+  std::map<int, std::vector<int>> by_node;
+  for (int gpu : gpus) by_node[cluster_->node_of(gpu)].push_back(gpu);
+  NodeSplit split;
+  const std::size_t first = by_node.begin()->second.size();
+  for (auto& [node, members] : by_node) {
+    split.balanced = split.balanced && members.size() == first;
+    if (split.rails.size() < members.size()) split.rails.resize(members.size());
+    for (std::size_t j = 0; j < members.size(); ++j) split.rails[j].push_back(members[j]);
+    split.nodes.push_back(std::move(members));
+  }
+  return split;
+}
+
 std::optional<CollectivePlan> Network::simple_plan(CollectiveOp op, std::span<const int> gpus, Bytes bytes,
                                                    Algorithm algorithm) const {
   const std::vector<int> group(gpus.begin(), gpus.end());
@@ -340,17 +354,12 @@ std::optional<CollectivePlan> Network::simple_plan(CollectiveOp op, std::span<co
     return out;
   }
 
-  std::map<int, std::vector<int>> by_node;
-  for (int gpu : gpus) by_node[cluster_->node_of(gpu)].push_back(gpu);
-  const std::size_t per_node = by_node.begin()->second.size();
-  const bool balanced = std::all_of(by_node.begin(), by_node.end(), [&](const auto& kv) { return kv.second.size() == per_node; });
-  if (by_node.size() == 1 || per_node == 1 || !balanced || op == CollectiveOp::kBroadcast || op == CollectiveOp::kReduce) {
+  const NodeSplit split = split_by_node(gpus);
+  const std::vector<std::vector<int>>& intra = split.nodes;
+  const std::vector<std::vector<int>>& inter = split.rails;
+  const std::size_t per_node = intra.front().size();
+  if (intra.size() == 1 || per_node == 1 || !split.balanced || op == CollectiveOp::kBroadcast || op == CollectiveOp::kReduce) {
     return flat(op, {group}, bytes, algorithm);
-  }
-  std::vector<std::vector<int>> intra, inter(per_node);
-  for (const auto& [node, members] : by_node) {
-    intra.push_back(members);
-    for (std::size_t j = 0; j < per_node; ++j) inter[j].push_back(members[j]);
   }
   if (algorithm == Algorithm::kRing) {
     CollectivePlan plan = ring_across_nodes(op, intra, bytes);

@@ -167,6 +167,13 @@ class Network {
                                                  core::Bytes bytes) const;
   std::optional<CollectivePlan> direct(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes) const;
   CollectivePlan two_level_plan(CollectiveOp op, std::span<const int> gpus, core::Bytes bytes, Protocol protocol) const;
+  /// A group's members by node (in node order), and by their place in their
+  /// node (rails: the i-th member of every node that has one).
+  struct NodeSplit {
+    std::vector<std::vector<int>> nodes, rails;
+    bool balanced = true;  ///< every node holds as many members
+  };
+  [[nodiscard]] NodeSplit split_by_node(std::span<const int> gpus) const;
   std::optional<CollectivePlan> nvls(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes) const;
   std::optional<CollectivePlan> sharp(CollectiveOp op, const std::vector<std::vector<int>>& groups, core::Bytes bytes) const;
   std::optional<CollectivePlan> parameter_server(CollectiveOp op, const std::vector<int>& group, core::Bytes bytes) const;

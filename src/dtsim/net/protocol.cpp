@@ -2,7 +2,6 @@
 // algorithm and protocol (the cheapest, as NCCL's own tuner picks it).
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 #include "dtsim/net/collective.hpp"
 
@@ -186,18 +185,8 @@ CollectivePlan Network::plan(CollectiveOp op, std::span<const int> gpus, Bytes b
 // (its NVLink forwarding). Either runs as a pairwise all-to-all over those
 // groups, each member sending `bytes` in all, evenly.
 CollectivePlan Network::two_level_plan(CollectiveOp op, std::span<const int> gpus, Bytes bytes, Protocol protocol) const {
-  std::map<int, std::vector<int>> by_node;
-  for (int gpu : gpus) by_node[cluster_->node_of(gpu)].push_back(gpu);
-  std::vector<std::vector<int>> groups;
-  if (op == CollectiveOp::kAllToAllInNode) {
-    for (auto& [node, members] : by_node) groups.push_back(members);
-  } else {
-    const std::size_t per_node = by_node.begin()->second.size();
-    groups.assign(per_node, {});
-    for (auto& [node, members] : by_node) {
-      for (std::size_t i = 0; i < per_node && i < members.size(); ++i) groups[i].push_back(members[i]);
-    }
-  }
+  const NodeSplit split = split_by_node(gpus);
+  const std::vector<std::vector<int>>& groups = op == CollectiveOp::kAllToAllInNode ? split.nodes : split.rails;
   std::size_t n = 0;
   for (const auto& g : groups) n = std::max(n, g.size());
   CollectivePlan none;
@@ -208,8 +197,7 @@ CollectivePlan Network::two_level_plan(CollectiveOp op, std::span<const int> gpu
   const Bytes buffer = bytes * (static_cast<double>(n) / static_cast<double>(n - 1));
   CollectivePlan plan = *direct(CollectiveOp::kAllToAll, groups, buffer);
   plan.algorithm = Algorithm::kDirect;
-  std::vector<int> first(groups.front().begin(), groups.front().end());
-  return with_protocol(std::move(plan), CollectiveOp::kAllToAll, first, buffer,
+  return with_protocol(std::move(plan), CollectiveOp::kAllToAll, groups.front(), buffer,
                        protocol == Protocol::kAuto ? Protocol::kSimple : protocol);
 }
 
