@@ -461,7 +461,7 @@ const std::vector<Source>& sources() {
                       "(vpp=2, ep_overlap=on; 128 micro-batches a replica for the paper's 120); HAI-LLM's kernels as "
                       "Megatron-Core's fused ones (framework=megatron); FP8 GEMMs as dtsim's per-tensor dtype=fp8 (the "
                       "paper scales per 1x128 tile and 128x128 block); the dispatch as DeepEP's (dispatcher=deepep_fp8: once "
-                      "per node over InfiniBand, then NVLink, FP8 forward, the two levels one after the other; balanced "
+                      "per node over InfiniBand, then NVLink, FP8 forward, the two levels at once in one kernel; balanced "
                       "node-limited routing; the kernels' 20 SMs as NCCL's channels); no recomputation (the paper reruns RMSNorm "
                       "and the MLA up-projections); the multi-token-prediction module not run; routing balanced; the "
                       "multi-plane fabric as hgx-h800's rail-optimized one"},

@@ -210,8 +210,10 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               {"llama3-paper", {0.21, 0.21}},
                                               // DeepSeek-V3 on 2,048 H800s with DeepEP's FP8 dispatch
                                               // (README, "DeepSeek-V3"); 0.235 with Megatron-Core's
-                                              // all-to-all, 0.134 while a pass paused between its levels
-                                              {"deepseek-v3", {0.04, 0.04}}};
+                                              // all-to-all, 0.134 while a pass paused between its levels,
+                                              // 0.036 (pessimistic) with the levels one after the other
+                                              // where DeepEP's kernel runs them at once
+                                              {"deepseek-v3", {0.11, 0.11}}};
   for (const auto& [name, s] : by_source) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name).mean) << name;

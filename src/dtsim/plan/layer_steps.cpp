@@ -324,10 +324,21 @@ void LayerSteps::append(std::vector<Step>& out, const model::Layer& layer, bool 
     const Bytes tokens = routed / static_cast<double>(graph_.transformer->top_k) * element;
     const Bytes across = tokens * copies.remote_nodes, within = tokens * copies.nvlink_copies;
     // A level with one member a group moves nothing and is not issued.
+    // DeepEP's kernel runs both levels at once, chunk by chunk: its RDMA
+    // senders, its forwarders (RDMA in, NVLink out) and its NVLink receivers
+    // are warps of one kernel (csrc/kernels/internode.cu, WarpRole), so a
+    // trip takes its slower level plus a chunk, not their sum. The chunk (a
+    // few hundred KB, microseconds) is not charged.
     const bool network = r_.ep_nodes > 1, nvlink = r_.ep_nodes < r_.s.ep;
     if (to_experts && network) collective(CommOp::kAllToAllAcrossNodes, GroupKind::kEp, across);
-    if (nvlink) collective(CommOp::kAllToAllInNode, GroupKind::kEp, within);
-    if (!to_experts && network) collective(CommOp::kAllToAllAcrossNodes, GroupKind::kEp, across);
+    if (nvlink) {
+      collective(CommOp::kAllToAllInNode, GroupKind::kEp, within);
+      out.back().beside_previous = to_experts && network;
+    }
+    if (!to_experts && network) {
+      collective(CommOp::kAllToAllAcrossNodes, GroupKind::kEp, across);
+      out.back().beside_previous = nvlink;
+    }
   };
   const bool fp8_dispatch = r_.s.dispatcher == Strategy::Dispatcher::kDeepEpFp8;
   // The router's, the dispatcher's and the permutations' kernels around the

@@ -26,6 +26,10 @@ struct Step {
   bool overlapped = false;
   int kernel = -1;
   core::Bytes bytes;  ///< collective buffer (full tensor)
+  /// Runs beside the collective before it, from the same point, and the
+  /// next compute step waits for both: the two levels of DeepEP's trip,
+  /// which one kernel pipelines chunk by chunk.
+  bool beside_previous = false;
 };
 
 class LayerSteps {

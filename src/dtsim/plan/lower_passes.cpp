@@ -82,10 +82,18 @@ bool Lowering::run_steps(RankState& s, LayerCursor& c, bool pause_after_ep) {
     const Step& step = steps[i];
     if (step.is_comm) {
       auto [stream, group_id, calls] = channel(s, step.group);
-      std::uint32_t id =
-          comm(s, stream, step.op, group_id, (*calls)++, step.bytes, phase, c.mb, c.layer, {s.last_compute, c.chained});
-      (step.overlapped ? c.overlapped : c.pending) = id;
-      if (!step.overlapped) c.chained = id;
+      if (step.beside_previous) {
+        // Starts where the collective before it started; the next compute
+        // waits for both.
+        c.beside = comm(s, Stream::kEpSecondLevel, step.op, group_id, (*calls)++, step.bytes, phase, c.mb, c.layer,
+                        {s.last_compute, c.chained_before});
+      } else {
+        c.chained_before = c.chained;
+        std::uint32_t id =
+            comm(s, stream, step.op, group_id, (*calls)++, step.bytes, phase, c.mb, c.layer, {s.last_compute, c.chained, c.beside});
+        (step.overlapped ? c.overlapped : c.pending) = id;
+        if (!step.overlapped) c.chained = id;
+      }
       // A trip's levels (DeepEP's across nodes, then in the node) go out
       // together; the pass pauses after the last of them.
       const bool more_ep = c.next < steps.size() && steps[c.next].is_comm && steps[c.next].group == GroupKind::kEp;
@@ -101,8 +109,9 @@ bool Lowering::run_steps(RankState& s, LayerCursor& c, bool pause_after_ep) {
     task.layer = c.layer;
     tg_.set_activation_change(task, c.first_compute ? (c.backward ? held.recomputed : held.kept) : Bytes(0),
                               c.backward && i == c.last_compute_index ? held.kept + held.recomputed : Bytes(0));
-    s.last_compute = add_task(task, {c.pending, c.gathered, s.unfinished_send});
+    s.last_compute = add_task(task, {c.pending, c.gathered, c.beside, s.unfinished_send});
     s.unfinished_send.reset();
+    c.beside.reset();
     c.pending = c.overlapped;
     c.overlapped.reset();
     c.gathered.reset();

@@ -118,6 +118,8 @@ class Lowering {
     // after it works on its output (the combine's all-to-all, then the tp
     // reduction of what it brought back), so it waits for it.
     TaskRef chained;
+    TaskRef chained_before;  // `chained` as the last collective found it: what one beside it waits for
+    TaskRef beside;  // a collective issued beside the last one (Step::beside_previous), awaited by the next compute
     bool first_compute = true;
   };
 

@@ -15,6 +15,7 @@ std::string_view to_string(Stream stream) {
     case Stream::kDpComm: return "dp-comm";
     case Stream::kPointToPoint: return "pp-p2p";
     case Stream::kServer: return "ps-transfer";
+    case Stream::kEpSecondLevel: return "ep-comm-2";
   }
   return "?";
 }

@@ -22,8 +22,10 @@ enum class TaskKind : std::uint8_t { kCompute, kComm };
 /// pipeline schedule would deadlock if sends and receives were serialised.
 /// kServer transfers queue at their parameter-server shard (the call's
 /// group's last member) and are served one at a time in arrival order.
-enum class Stream : std::uint8_t { kCompute, kTpComm, kCpComm, kEpComm, kDpComm, kPointToPoint, kServer };
-inline constexpr int kStreamCount = 7;
+/// kEpSecondLevel carries the second level of a two-level expert-parallel
+/// trip (DeepEP's), which runs beside the first on kEpComm.
+enum class Stream : std::uint8_t { kCompute, kTpComm, kCpComm, kEpComm, kDpComm, kPointToPoint, kServer, kEpSecondLevel };
+inline constexpr int kStreamCount = 8;
 std::string_view to_string(Stream stream);
 
 /// kDp reduces gradients of weights replicated over cp, ep and dp ranks;

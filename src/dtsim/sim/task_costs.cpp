@@ -122,13 +122,24 @@ TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_mod
     }
     return plan;
   };
+  // DeepEP's NVLink level runs in the kernel of its network level, whose
+  // SMs the network level's call already holds; one level alone (a group in
+  // one node) is a kernel of its own.
+  auto in_second_level_kernel = [&](const plan::CommCall& c, const plan::CommGroup& group) {
+    if (c.op != plan::CommOp::kAllToAllInNode || group.ranks.empty()) return false;
+    const topo::Cluster& cluster = network.cluster();
+    const int first = cluster.node_of_endpoint(graph.gpu_of_rank[static_cast<std::size_t>(group.ranks.front())]);
+    return std::any_of(group.ranks.begin(), group.ranks.end(), [&](int r) {
+      return cluster.node_of_endpoint(graph.gpu_of_rank[static_cast<std::size_t>(r)]) != first;
+    });
+  };
   for (const plan::CommCall& c : graph.calls) {
     const plan::CommGroup& group = graph.groups[static_cast<std::size_t>(c.group)];
     net::CollectivePlan plan = network.plan(to_net(c.op), gpus_of(group.ranks, false), c.bytes);
     costs.call.push_back(core::to_nanoseconds(network.time(plan)));
     if (contention) {
       const double seconds = static_cast<double>(costs.call.back().count) * 1e-9;
-      costs.contention.call_sms.push_back(plan.channels);
+      costs.contention.call_sms.push_back(in_second_level_kernel(c, group) ? 0 : plan.channels);
       costs.contention.call_announced.push_back(group.kind == plan::GroupKind::kTp && graph.tp_comm_overlap);
       costs.contention.call_hbm_bytes_per_s.push_back(
           seconds > 0 ? c.bytes.value() * local_traffic_per_byte(c.op, group.ranks.size()) / seconds : 0.0);
