@@ -2,6 +2,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "dtsim/core/input_error.hpp"
@@ -203,11 +204,26 @@ TEST(LaunchConfig, DeepSpeedConfigMapsKeyByKey) {
   EXPECT_TRUE(s.fused_optimizer());
   EXPECT_EQ(s.framework, plan::Framework::kDeepspeed);
   EXPECT_EQ(plan::from_deepspeed_config(nlohmann::json::parse(R"({"communication_data_type": "fp32"})"), "ds.json").strategy,
-            "framework=deepspeed,grad_reduce=fp32");
+            "framework=deepspeed,grad_reduce=fp32,overlap=off");
   // DeepSpeed runs PyTorch's own Adam when asked to; other optimizers are not modelled.
   EXPECT_EQ(plan::from_deepspeed_config(nlohmann::json::parse(R"({"optimizer": {"type": "Adam", "params": {"torch_adam": true}}})"),
                                         "ds.json").strategy,
-            "framework=deepspeed,optimizer=unfused");
+            "framework=deepspeed,optimizer=unfused,overlap=off");
+  // Without overlap_comm DeepSpeed overlaps the reduction at stage 3 only
+  // (zero/config.py); dtsim's own default is to overlap.
+  for (int stage : {0, 1, 2, 3}) {
+    const plan::LaunchStrategy d = plan::from_deepspeed_config(
+        nlohmann::json::parse(fmt::format(R"({{"zero_optimization": {{"stage": {}}}}})", stage)), "ds.json");
+    EXPECT_EQ(plan::parse_strategy(d.strategy).overlap, stage == 3) << stage;
+    EXPECT_TRUE(contains(d.mapped, fmt::format("(no zero_optimization.overlap_comm) -> overlap={} (DeepSpeed's default at stage {})",
+                                               stage == 3 ? "on" : "off", stage)));
+  }
+  // dtsim runs DeepSpeed's bucket defaults; turning them off is not modelled.
+  const plan::LaunchStrategy buckets = plan::from_deepspeed_config(
+      nlohmann::json::parse(R"({"zero_optimization": {"stage": 2, "contiguous_gradients": false, "use_multi_rank_bucket_allreduce": false}})"),
+      "ds.json");
+  EXPECT_TRUE(contains(buckets.not_modelled, "zero_optimization.contiguous_gradients false"));
+  EXPECT_TRUE(contains(buckets.not_modelled, "zero_optimization.use_multi_rank_bucket_allreduce false"));
   EXPECT_TRUE(contains(plan::from_deepspeed_config(nlohmann::json::parse(R"({"optimizer": {"type": "OneBitAdam"}})"), "ds.json")
                            .not_modelled,
                        "optimizer.type OneBitAdam"));

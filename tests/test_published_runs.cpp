@@ -170,8 +170,9 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
   };
   const std::map<std::string, Bound> bound = {// DeepSpeed's bf16 model reduces in bf16 (framework=deepspeed):
                                               // 8.5% and 29.9% became 11.0% and 31.2%; Blackwell's GEMM shape
-                                              // figures fitted to XLA's sm_100 table: 22.6% and 33.1%
-                                              {"ml-engineering", {0.23, 0.34}},
+                                              // figures fitted to XLA's sm_100 table: 22.6% and 33.1%; DeepSpeed's
+                                              // ZeRO-2 path as stage_1_and_2.py runs it: 19.4% and 29.6%
+                                              {"ml-engineering", {0.20, 0.30}},
                                               // Korthikanti et al.'s runs, optimistic on every row like SC'21's
                                               // (6.2% and 10.4%, 5.7% and 9.2% with the dropout mask's traffic,
                                               // 6.4% and 10.9% with the causal softmax kernel's own bytes, 7.0%

@@ -341,6 +341,10 @@ LaunchStrategy from_deepspeed_config(const nlohmann::json& config, const std::st
     }
     return v.get<int>();
   };
+  // DeepSpeed overlaps the gradient reduction only where the config says so,
+  // or by default under ZeRO-3 (zero/config.py, overlap_comm_valid).
+  int stage = 0;
+  bool overlap_given = false;
   for (const auto& [key, value] : config.items()) {
     const std::string pointer = "/" + key;
     if (key == "train_micro_batch_size_per_gpu") {
@@ -382,13 +386,14 @@ LaunchStrategy from_deepspeed_config(const nlohmann::json& config, const std::st
       for (const auto& [zkey, zvalue] : value.items()) {
         const std::string zpointer = pointer + "/" + zkey;
         if (zkey == "stage") {
-          const int stage = count(zvalue, zpointer, 0);
+          stage = count(zvalue, zpointer, 0);
           if (stage > 3) throw core::InputError(file, zpointer, fmt::format("expected 0 to 3, got {}", stage));
           add(out, fmt::format("zero={}", stage));
           out.mapped.push_back(fmt::format("zero_optimization.stage -> zero={}", stage));
         } else if (zkey == "overlap_comm") {
           if (!zvalue.is_boolean()) throw core::InputError(file, zpointer, fmt::format("expected true or false, got {}", zvalue.dump()));
           const bool on = zvalue.get<bool>();
+          overlap_given = true;
           add(out, on ? "overlap=on" : "overlap=off");
           out.mapped.push_back(fmt::format("zero_optimization.overlap_comm -> overlap={}", on ? "on" : "off"));
         } else if (zkey == "reduce_bucket_size") {
@@ -402,6 +407,10 @@ LaunchStrategy from_deepspeed_config(const nlohmann::json& config, const std::st
           const auto device = zvalue.is_object() ? zvalue.find("device") : zvalue.end();
           const bool off = zvalue.is_object() && (device == zvalue.end() || (device->is_string() && *device == "none"));
           (off ? out.ignored : out.not_modelled).push_back("zero_optimization." + zkey + (off ? " (device none)" : ""));
+        } else if ((zkey == "contiguous_gradients" || zkey == "use_multi_rank_bucket_allreduce") && zvalue == false) {
+          // dtsim runs DeepSpeed's defaults: gradients copied into the bucket,
+          // each bucket all-reduced (lower_deepspeed.cpp).
+          out.not_modelled.push_back("zero_optimization." + zkey + " false");
         } else {
           out.ignored.push_back("zero_optimization." + zkey);
         }
@@ -437,6 +446,11 @@ LaunchStrategy from_deepspeed_config(const nlohmann::json& config, const std::st
     } else {
       out.ignored.push_back(key);
     }
+  }
+  if (!overlap_given) {
+    add(out, stage == 3 ? "overlap=on" : "overlap=off");
+    out.mapped.push_back(fmt::format("(no zero_optimization.overlap_comm) -> overlap={} (DeepSpeed's default at stage {})",
+                                     stage == 3 ? "on" : "off", stage));
   }
   return out;
 }

@@ -197,6 +197,8 @@ Bytes Lowering::boundary_bytes() const {
 //    None; GradScaler's unscale with fp16 (8).
 double Lowering::optimizer_bytes_per_param() const {
   const bool fp16 = r_.s.dtype == hw::Dtype::kFp16;
+  const bool sixteen_bit = fp16 || r_.s.dtype == hw::Dtype::kBf16;
+  if (deepspeed_buckets() && sixteen_bit && r_.s.fused_optimizer()) return deepspeed_step_bytes_per_param();
   if (!r_.s.fused_optimizer()) return 12.0 + 80.0 + (fp16 ? 8.0 : 0.0);
   const bool mixed = r_.s.dtype != hw::Dtype::kFp32 && r_.s.dtype != hw::Dtype::kTf32;
   return 4.0 + 16.0 + 12.0 + (mixed ? 2.0 : 0.0) + 4.0 + (fp16 ? 4.0 : 0.0);
@@ -204,6 +206,7 @@ double Lowering::optimizer_bytes_per_param() const {
 
 void Lowering::optimizer(RankState& s, const StageParams& params) {
   for (const RankState::Held& h : s.held) s.grad_comms.push_back(reduce(s, h.experts, h.bytes, h.mb, h.layer));
+  if (deepspeed_buckets() && r_.s.overlap && !s.grad_comms.empty()) sync_after_backward(s);
   const bool sharded = r_.s.zero >= 1;
   const double updated = params.dense / (sharded ? r_.dense_replicas() : 1) +
                          params.experts / (sharded ? r_.expert_replicas() : 1);

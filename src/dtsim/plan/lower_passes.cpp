@@ -135,6 +135,7 @@ void Lowering::fill(RankState& s, Bucket& b, int layer, int mb, bool last_layer)
   if (b.bytes.value() <= 0 || (b.bytes < r_.s.bucket && !last_layer)) return;
   if (r_.s.overlap) {
     s.grad_comms.push_back(reduce(s, b.experts, b.bytes, mb, layer));
+    if (deepspeed_buckets()) wait_for_previous_reduction(s, s.grad_comms.back());
   } else {
     s.held.push_back({b.experts, b.bytes, mb, layer});
   }
@@ -142,7 +143,8 @@ void Lowering::fill(RankState& s, Bucket& b, int layer, int mb, bool last_layer)
 }
 
 std::uint32_t Lowering::reduce(RankState& s, bool experts, Bytes bytes, int mb, int layer) {
-  const CommOp op = r_.s.zero >= 1 ? CommOp::kReduceScatter : CommOp::kAllReduce;
+  // DeepSpeed's ZeRO-1/2 all-reduce each bucket (lower_deepspeed.cpp).
+  const CommOp op = r_.s.zero >= 1 && !deepspeed_buckets() ? CommOp::kReduceScatter : CommOp::kAllReduce;
   return comm(s, Stream::kDpComm, op, experts ? s.expert_dp_group : s.dp_group, s.dp_calls++, bytes, Phase::kBackward,
               mb, layer, {s.last_compute});
 }
@@ -240,6 +242,7 @@ void Lowering::finish_layer(RankState& s, PassCursor& p, int layer, bool last_la
   // partition; ZeRO-1 and DDP accumulate until the step's last micro-batch.
   const bool every_backward = r_.s.framework == Framework::kDeepspeed && r_.s.zero == 2;
   if (!(p.last_of_chunk || every_backward) || !replicated) return;
+  if (deepspeed_buckets()) copy_into_bucket(s, layer, p.mb);
   for (Bucket& b : p.buckets) {
     if ((b.experts ? s.expert_dp_group : s.dp_group) >= 0) fill(s, b, layer, p.mb, last_layer);
   }
@@ -281,9 +284,10 @@ void Lowering::accumulate_gradients(RankState& s, int layer, int mb) {
 std::uint32_t Lowering::streaming(RankState& s, int layer, int mb, Phase phase, Streaming kind, Bytes bytes, TaskRef after) {
   const auto [slot, made] = streaming_kernels_.try_emplace({layer, kind}, -1);
   if (made) {
-    const char* suffix = kind == Streaming::kGradientSum ? ".grad_accumulate"
+    const char* suffix = kind == Streaming::kGradientSum  ? ".grad_accumulate"
                          : kind == Streaming::kFsdpCopyOut ? ".fsdp_copy_out"
-                                                           : ".fsdp_copy_in";
+                         : kind == Streaming::kFsdpCopyIn  ? ".fsdp_copy_in"
+                                                           : ".grad_to_bucket";
     Kernel k{graph_.layers[static_cast<std::size_t>(layer)].name + suffix, {}, Flops(0), Flops(0)};
     hw::OpWork copy;
     copy.kind = model::OpKind::kElementwise;

@@ -58,6 +58,9 @@ class Lowering {
     // ZeRO-3: the last compute task of every layer run so far, in order; a
     // gather with a bounded prefetch waits for the one that frees its slot.
     std::vector<std::uint32_t> layers_done;
+    // DeepSpeed ZeRO-1/2: the bucket reduction launched last, which the
+    // compute stream waits for when it launches the next.
+    TaskRef last_bucket_reduce;
   };
 
   // Ranks, groups and calls (lower.cpp).
@@ -143,6 +146,18 @@ class Lowering {
   void fill(RankState& s, Bucket& b, int layer, int mb, bool last_layer);
   std::uint32_t reduce(RankState& s, bool experts, Bytes bytes, int mb, int layer);
 
+  // DeepSpeed's ZeRO-1/2 gradient path, stage_1_and_2.py (lower_deepspeed.cpp).
+  bool deepspeed_buckets() const {
+    return r_.s.framework == Framework::kDeepspeed && (r_.s.zero == 1 || r_.s.zero == 2) && replicas() > 1;
+  }
+  void copy_into_bucket(RankState& s, int layer, int mb);
+  void wait_for_previous_reduction(RankState& s, std::uint32_t launched);
+  void sync_after_backward(RankState& s);
+  double deepspeed_step_bytes_per_param() const;
+  // A kernel that runs nothing: a wait of the compute stream, or the host's
+  // wait for the device (host_sync). Made once per name.
+  std::uint32_t marker(RankState& s, const std::string& name, bool host_sync, const std::vector<std::uint32_t>& deps);
+
   // One forward or backward pass of a model chunk, lowered a run at a time.
   struct PassCursor {
     bool backward = false;
@@ -163,7 +178,7 @@ class Lowering {
   // A streaming kernel of a layer's weights or gradients on the compute
   // stream, after the rank's last compute and `after` (autocast's gradient
   // sum, FSDP2's copies): it becomes the rank's last compute.
-  enum class Streaming { kGradientSum, kFsdpCopyOut, kFsdpCopyIn };
+  enum class Streaming { kGradientSum, kFsdpCopyOut, kFsdpCopyIn, kBucketCopy };
   std::uint32_t streaming(RankState& s, int layer, int mb, Phase phase, Streaming kind, Bytes bytes, TaskRef after);
   void run_merged(RankState& s, PassCursor forward_pass, PassCursor backward_pass);
 
@@ -193,6 +208,7 @@ class Lowering {
   BytesPerParam per_param_;
   std::vector<std::array<double, 2>> layer_params_;  ///< per layer: the dense and expert parameters this rank holds
   std::map<std::pair<int, Streaming>, int> streaming_kernels_;  ///< per layer and kind, once made
+  std::map<std::string, int> marker_kernels_;                   ///< per name, once made
   std::map<std::pair<GroupKind, std::vector<int>>, int> group_ids_;
   struct CallKeyHash {
     std::size_t operator()(const std::tuple<CommOp, int, double>& k) const {
