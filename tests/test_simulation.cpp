@@ -320,9 +320,15 @@ TEST(Simulation, AutocastCastsWeightsEveryMicroBatchAndSumsFp32Gradients) {
     return std::pair{bytes, tasks};
   };
   const int micro_batches = 4;
-  for (const std::string pass : {".fwd", ".bwd"}) {
-    EXPECT_NEAR(streamed(on, pass).first - streamed(off, pass).first, micro_batches * 6.0 * gemm_params, 1e-6 * gemm_params) << pass;
+  // The embedding's backward also zeroes its fp32 table (2 bytes more a
+  // row element than a 16-bit one: LayerSteps::embedding_gradient_bytes).
+  double table = 0;
+  for (const model::Layer& l : on.graph.layers) {
+    for (const model::Op& op : l.ops) table += op.kind == model::OpKind::kEmbedding ? op.params : 0.0;
   }
+  EXPECT_NEAR(streamed(on, ".fwd").first - streamed(off, ".fwd").first, micro_batches * 6.0 * gemm_params, 1e-6 * gemm_params);
+  EXPECT_NEAR(streamed(on, ".bwd").first - streamed(off, ".bwd").first,
+              micro_batches * (6.0 * gemm_params + 2.0 * table), 1e-6 * gemm_params);
   const auto [summed, sums] = streamed(on, ".grad_accumulate");
   EXPECT_NEAR(summed, (micro_batches - 1) * 12.0 * params, 1e-6 * params);
   EXPECT_GT(sums, 0);
@@ -1040,10 +1046,12 @@ TEST(Simulation, MegatronsDispatcherMakesTheHostWaitBeforeTheExperts) {
   // The same plan replayed without its syncs. Where the host would run
   // ahead of the GPU (launches of 40 us), the sync stops it and the GPU
   // then waits for the launches after it. At the eager 50 us the host is
-  // behind the GPU everywhere (the block's routing and dispatch kernels,
-  // moe_dispatch.hpp): the GPU is done when the host reaches the sync, which
-  // costs nothing. At micro-batches of 4 the kernels outlast their launches
-  // and the host catches up: nothing changes either.
+  // behind the GPU nearly everywhere (the block's routing and dispatch
+  // kernels, moe_dispatch.hpp): the GPU is mostly done when the host reaches
+  // the sync, which costs little (after the first backward, whose dense
+  // embedding gradient lets the host get a little ahead). At micro-batches
+  // of 4 the kernels outlast their launches and the host catches up:
+  // nothing changes.
   auto without_syncs = [](const driver::Simulation& synced) {
     plan::TaskGraph ahead = synced.tasks;
     for (plan::Kernel& k : ahead.kernels) k.host_sync = false;
@@ -1051,7 +1059,8 @@ TEST(Simulation, MegatronsDispatcherMakesTheHostWaitBeforeTheExperts) {
   };
   const driver::Simulation ahead = qwen(base + ",host_launch=40us");
   EXPECT_GT(ahead.timeline.makespan.count, 1.015 * static_cast<double>(without_syncs(ahead)));
-  EXPECT_EQ(megatron.timeline.makespan.count, without_syncs(megatron));
+  EXPECT_GE(megatron.timeline.makespan.count, without_syncs(megatron));
+  EXPECT_LT(megatron.timeline.makespan.count, 1.005 * static_cast<double>(without_syncs(megatron)));
   EXPECT_GT(megatron.report.breakdown.host_wait.value(), 0.0);
   const driver::Simulation large = qwen("framework=megatron,ep=8,gbs=128,mbs=4,dtype=bf16,zero=1");
   EXPECT_EQ(large.timeline.makespan.count, without_syncs(large));

@@ -165,6 +165,9 @@ Bytes LayerSteps::bytes_moved(const model::Op& op, bool backward, double samples
   const double activations = backward ? op.backward_elements_moved : op.forward_elements_moved;
   const bool sharded = op.split == model::TensorSplit::kSharded;
   double weights = op.weight_elements_moved * (backward ? 2.0 : 1.0) / (sharded ? r_.s.tp : 1);
+  if (op.kind == model::OpKind::kEmbedding && backward && op.params > 0) {
+    return Bytes(activations * samples * act_bytes_ * eager_factor(op.pattern, backward)) + embedding_gradient_bytes(op);
+  }
   if (op.expert && graph_.transformer) {
     // A grouped GEMM reads the weights of every expert on the rank (experts
     // / ep of them), each split over etp ranks rather than tp.
@@ -172,6 +175,21 @@ Bytes LayerSteps::bytes_moved(const model::Op& op, bool backward, double samples
     weights *= local_experts * (sharded ? static_cast<double>(r_.s.tp) / r_.s.expert_tp() : 1.0);
   }
   return Bytes((activations * samples + weights) * act_bytes_ * eager_factor(op.pattern, backward));
+}
+
+// An embedding's weight gradient is a dense table (F.embedding's backward,
+// embedding_dense_backward: the rank's rows zeroed, then the micro-batch's
+// tokens summed into theirs), whatever few rows the tokens touch: under
+// autocast in fp32, as the table is (autocast does not cast embeddings),
+// else in 16 bits. Megatron then adds it into the parameter's main gradient
+// (its DDP hook, main_grad.add_: both read, the main gradient written), in
+// the dtype gradients are reduced in.
+Bytes LayerSteps::embedding_gradient_bytes(const model::Op& op) const {
+  const double rows = op.params / (op.split == model::TensorSplit::kSharded ? r_.s.tp : 1);
+  const double table = r_.s.autocast_weights() ? 4.0 : act_bytes_;
+  const double main_grad = bytes_per_param(r_.s).reduce;
+  const double added = r_.s.framework == Framework::kMegatron ? 2.0 * main_grad + table : 0.0;
+  return Bytes(rows * (table + added));
 }
 
 // Element-wise passes over the s x s scores of unfused attention, besides the

@@ -60,6 +60,7 @@ class LayerSteps {
   };
   std::optional<EagerChain> eager_chain(model::Op::Pattern pattern) const;
   double eager_factor(model::Op::Pattern pattern, bool backward) const;
+  core::Bytes embedding_gradient_bytes(const model::Op& op) const;
   int eager_launches(model::Op::Pattern pattern, bool backward) const;
   std::int64_t padded_vocab() const;
   double vocab_padding(const model::Op& op) const;

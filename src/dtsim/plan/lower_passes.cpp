@@ -145,6 +145,15 @@ void Lowering::fill(RankState& s, Bucket& b, int layer, int mb, bool last_layer)
 std::uint32_t Lowering::reduce(RankState& s, bool experts, Bytes bytes, int mb, int layer) {
   // DeepSpeed's ZeRO-1/2 all-reduce each bucket (lower_deepspeed.cpp).
   const CommOp op = r_.s.zero >= 1 && !deepspeed_buckets() ? CommOp::kReduceScatter : CommOp::kAllReduce;
+  if (r_.s.framework == Framework::kMegatron) {
+    // Megatron averages in place before it sums: the bucket's gradients
+    // times 1/dp on the compute stream, read and written (start_grad_sync's
+    // grad_data *= gradient_scaling_factor, Megatron-Core from r0.8 to today
+    // without --average-in-collective; 2020-2021's local DDP divided its
+    // buffer likewise).
+    streaming(s, layer, mb, Phase::kBackward, experts ? Streaming::kExpertBucketScale : Streaming::kBucketScale,
+              2.0 * bytes, std::nullopt);
+  }
   return comm(s, Stream::kDpComm, op, experts ? s.expert_dp_group : s.dp_group, s.dp_calls++, bytes, Phase::kBackward,
               mb, layer, {s.last_compute});
 }
@@ -287,7 +296,9 @@ std::uint32_t Lowering::streaming(RankState& s, int layer, int mb, Phase phase, 
     const char* suffix = kind == Streaming::kGradientSum  ? ".grad_accumulate"
                          : kind == Streaming::kFsdpCopyOut ? ".fsdp_copy_out"
                          : kind == Streaming::kFsdpCopyIn  ? ".fsdp_copy_in"
-                                                           : ".grad_to_bucket";
+                         : kind == Streaming::kBucketCopy  ? ".grad_to_bucket"
+                         : kind == Streaming::kBucketScale ? ".grad_scale"
+                                                           : ".expert_grad_scale";
     Kernel k{graph_.layers[static_cast<std::size_t>(layer)].name + suffix, {}, Flops(0), Flops(0)};
     hw::OpWork copy;
     copy.kind = model::OpKind::kElementwise;

@@ -178,7 +178,7 @@ class Lowering {
   // A streaming kernel of a layer's weights or gradients on the compute
   // stream, after the rank's last compute and `after` (autocast's gradient
   // sum, FSDP2's copies): it becomes the rank's last compute.
-  enum class Streaming { kGradientSum, kFsdpCopyOut, kFsdpCopyIn, kBucketCopy };
+  enum class Streaming { kGradientSum, kFsdpCopyOut, kFsdpCopyIn, kBucketCopy, kBucketScale, kExpertBucketScale };
   std::uint32_t streaming(RankState& s, int layer, int mb, Phase phase, Streaming kind, Bytes bytes, TaskRef after);
   void run_merged(RankState& s, PassCursor forward_pass, PassCursor backward_pass);
 

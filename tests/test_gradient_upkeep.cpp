@@ -1,0 +1,105 @@
+// What frameworks do to gradients besides computing and reducing them:
+// Megatron's in-place average of each bucket before its collective, and the
+// dense table an embedding's backward writes (and Megatron adds into its
+// main gradient). Each is a streaming kernel whose bytes the code fixes.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "dtsim/driver/simulation.hpp"
+
+using namespace dtsim;
+
+namespace {
+
+driver::Simulation run(const std::string& strategy, int nodes = 1) {
+  return driver::simulate({"gpt3-1.3b", "dgx-a100", strategy, nodes, std::nullopt, std::nullopt, false, {}, {}});
+}
+
+const plan::Kernel& kernel_of(const driver::Simulation& s, std::uint32_t id) {
+  return s.tasks.kernels[static_cast<std::size_t>(s.tasks.tasks[id].payload)];
+}
+
+double bytes_of(const plan::Kernel& k, std::optional<model::OpKind> kind = std::nullopt) {
+  double bytes = 0;
+  for (const hw::OpWork& w : k.ops) {
+    if (!kind || w.kind == *kind) bytes += w.bytes_moved.value();
+  }
+  return bytes;
+}
+
+bool ends_with(const std::string& name, const std::string& suffix) {
+  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The lookup table's parameters on one rank.
+double table_params(const driver::Simulation& s, int tp) {
+  for (const model::Layer& l : s.graph.layers) {
+    for (const model::Op& op : l.ops) {
+      if (op.kind == model::OpKind::kEmbedding) return op.params / tp;
+    }
+  }
+  return 0;
+}
+
+// The embedding backward's lookup bytes, per micro-batch.
+double embedding_backward_bytes(const driver::Simulation& s) {
+  for (const plan::Kernel& k : s.tasks.kernels) {
+    if (k.name == "embedding.bwd") return bytes_of(k, model::OpKind::kEmbedding);
+  }
+  return 0;
+}
+
+}  // namespace
+
+// start_grad_sync: grad_data *= gradient_scaling_factor (1/dp) on the compute
+// stream before each bucket's reduce-scatter or all-reduce, read and written.
+TEST(GradientUpkeep, MegatronAveragesEachBucketInPlaceBeforeItsCollective) {
+  for (const std::string& strategy : {std::string("framework=megatron,dp=8,mbs=1,gbs=16,zero=1"),
+                                      std::string("framework=megatron,dp=8,mbs=1,gbs=16,overlap=off")}) {
+    const driver::Simulation s = run(strategy);
+    int reductions = 0;
+    for (std::uint32_t id = 0; id < s.tasks.tasks.size(); ++id) {
+      const plan::Task& t = s.tasks.tasks[id];
+      if (t.kind != plan::TaskKind::kComm || t.stream != plan::Stream::kDpComm || t.phase != plan::Phase::kBackward) continue;
+      ++reductions;
+      const double reduced = s.tasks.calls[static_cast<std::size_t>(t.payload)].bytes.value();
+      bool scaled = false;
+      for (std::uint32_t d = t.deps_begin; d < t.deps_end; ++d) {
+        const std::uint32_t dep = s.tasks.deps[d];
+        if (s.tasks.tasks[dep].kind != plan::TaskKind::kCompute || !ends_with(kernel_of(s, dep).name, "grad_scale")) continue;
+        EXPECT_NEAR(bytes_of(kernel_of(s, dep)), 2.0 * reduced, 1e-9 * reduced) << strategy;
+        EXPECT_EQ(s.tasks.tasks[dep].stream, plan::Stream::kCompute);
+        scaled = true;
+      }
+      EXPECT_TRUE(scaled) << strategy << ": reduction " << id << " not averaged first";
+    }
+    EXPECT_GT(reductions, 0) << strategy;
+  }
+  // PyTorch's DDP and FSDP are not charged it here; one replica reduces nothing.
+  for (const std::string& strategy : {std::string("framework=pytorch,dp=8,mbs=1,gbs=16"), std::string("framework=megatron,dp=1,mbs=1,gbs=2")}) {
+    for (const plan::Kernel& k : run(strategy).tasks.kernels) EXPECT_FALSE(ends_with(k.name, "grad_scale")) << strategy;
+  }
+}
+
+// embedding_dense_backward zeroes the rank's whole table before it sums the
+// tokens' rows in: 2 bytes a row element in 16 bits, 4 under autocast's fp32
+// table; Megatron then adds it into its main gradient (read both, write one).
+TEST(GradientUpkeep, AnEmbeddingsGradientIsADenseTable) {
+  const driver::Simulation fsdp = run("framework=pytorch,zero=3,dp=8,mbs=1,gbs=8");
+  const double table = table_params(fsdp, 1);
+  ASSERT_GT(table, 0);
+  const double fsdp_bytes = embedding_backward_bytes(fsdp);
+  EXPECT_GE(fsdp_bytes, 2.0 * table);
+  // Under autocast the table is fp32: 2 more bytes a row element.
+  const double autocast_bytes = embedding_backward_bytes(run("framework=pytorch,dp=8,mbs=1,gbs=8"));
+  EXPECT_NEAR(autocast_bytes - fsdp_bytes, 2.0 * table, 1e-6 * table);
+  // Megatron's fp32 main gradient: 4 + 2 read, 4 written; in bf16, 2 + 2 and 2.
+  const double megatron = embedding_backward_bytes(run("framework=megatron,dp=8,mbs=1,gbs=8,grad_reduce=fp32"));
+  const double megatron_bf16 = embedding_backward_bytes(run("framework=megatron,dp=8,mbs=1,gbs=8,grad_reduce=bf16"));
+  EXPECT_NEAR(megatron - fsdp_bytes, 10.0 * table, 1e-6 * table);
+  EXPECT_NEAR(megatron_bf16 - fsdp_bytes, 6.0 * table, 1e-6 * table);
+  // Tensor parallelism splits the vocabulary, and the table with it.
+  const double tp2 = embedding_backward_bytes(run("framework=megatron,tp=2,dp=4,mbs=1,gbs=8,grad_reduce=fp32"));
+  EXPECT_LT(tp2, 0.6 * megatron);
+}
