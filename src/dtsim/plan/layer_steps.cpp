@@ -165,16 +165,14 @@ Bytes LayerSteps::bytes_moved(const model::Op& op, bool backward, double samples
   const double activations = backward ? op.backward_elements_moved : op.forward_elements_moved;
   const bool sharded = op.split == model::TensorSplit::kSharded;
   double weights = op.weight_elements_moved * (backward ? 2.0 : 1.0) / (sharded ? r_.s.tp : 1);
-  if (op.kind == model::OpKind::kEmbedding && backward && op.params > 0) {
-    return Bytes(activations * samples * act_bytes_ * eager_factor(op.pattern, backward)) + embedding_gradient_bytes(op);
-  }
   if (op.expert && graph_.transformer) {
     // A grouped GEMM reads the weights of every expert on the rank (experts
     // / ep of them), each split over etp ranks rather than tp.
     const double local_experts = static_cast<double>(graph_.transformer->experts) / r_.s.ep;
     weights *= local_experts * (sharded ? static_cast<double>(r_.s.tp) / r_.s.expert_tp() : 1.0);
   }
-  return Bytes((activations * samples + weights) * act_bytes_ * eager_factor(op.pattern, backward));
+  const Bytes moved((activations * samples + weights) * act_bytes_ * eager_factor(op.pattern, backward));
+  return op.kind == model::OpKind::kEmbedding && backward ? moved + embedding_gradient_bytes(op) : moved;
 }
 
 // An embedding's weight gradient is a dense table (F.embedding's backward,

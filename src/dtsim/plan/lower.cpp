@@ -159,6 +159,14 @@ std::uint32_t Lowering::add_task(Task task, std::initializer_list<TaskRef> deps)
   return static_cast<std::uint32_t>(tg_.tasks.size() - 1);
 }
 
+std::uint32_t Lowering::add_task(Task task, const std::vector<std::uint32_t>& deps) {
+  task.deps_begin = static_cast<std::uint32_t>(tg_.deps.size());
+  tg_.deps.insert(tg_.deps.end(), deps.begin(), deps.end());
+  task.deps_end = static_cast<std::uint32_t>(tg_.deps.size());
+  tg_.tasks.push_back(task);
+  return static_cast<std::uint32_t>(tg_.tasks.size() - 1);
+}
+
 std::uint32_t Lowering::comm(RankState& s, Stream stream, CommOp op, int group_id, std::int64_t tag, Bytes bytes,
                              Phase phase, int mb, int layer, std::initializer_list<TaskRef> deps) {
   Task task;
@@ -221,11 +229,7 @@ void Lowering::optimizer(RankState& s, const StageParams& params) {
   task.phase = Phase::kOptimizer;
   task.rank = s.rank;
   task.payload = static_cast<int>(tg_.kernels.size() - 1);
-  task.deps_begin = static_cast<std::uint32_t>(tg_.deps.size());
-  for (std::uint32_t c : s.grad_comms) tg_.deps.push_back(c);
-  task.deps_end = static_cast<std::uint32_t>(tg_.deps.size());
-  tg_.tasks.push_back(task);
-  s.last_compute = static_cast<std::uint32_t>(tg_.tasks.size() - 1);
+  s.last_compute = add_task(task, s.grad_comms);
   if (r_.s.zero >= 1 && r_.s.zero < 3 && s.dp_group >= 0 && !overlapped_param_gather()) {
     // The updated shards come back to every replica: dense weights over
     // the data-parallel group, experts over their expert-dp group.

@@ -79,11 +79,7 @@ std::uint32_t Lowering::marker(RankState& s, const std::string& name, bool host_
   task.phase = Phase::kBackward;
   task.rank = s.rank;
   task.payload = slot->second;
-  task.deps_begin = static_cast<std::uint32_t>(tg_.deps.size());
-  tg_.deps.insert(tg_.deps.end(), deps.begin(), deps.end());
-  task.deps_end = static_cast<std::uint32_t>(tg_.deps.size());
-  tg_.tasks.push_back(task);
-  return static_cast<std::uint32_t>(tg_.tasks.size() - 1);
+  return add_task(task, deps);
 }
 
 }  // namespace dtsim::plan::detail

@@ -290,16 +290,22 @@ void Lowering::accumulate_gradients(RankState& s, int layer, int mb) {
   streaming(s, layer, mb, Phase::kBackward, Streaming::kGradientSum, Bytes(12.0 * params), std::nullopt);
 }
 
+const char* Lowering::suffix(Streaming kind) {
+  switch (kind) {
+    case Streaming::kGradientSum: return ".grad_accumulate";
+    case Streaming::kFsdpCopyOut: return ".fsdp_copy_out";
+    case Streaming::kFsdpCopyIn: return ".fsdp_copy_in";
+    case Streaming::kBucketCopy: return ".grad_to_bucket";
+    case Streaming::kBucketScale: return ".grad_scale";
+    case Streaming::kExpertBucketScale: return ".expert_grad_scale";
+  }
+  return "";
+}
+
 std::uint32_t Lowering::streaming(RankState& s, int layer, int mb, Phase phase, Streaming kind, Bytes bytes, TaskRef after) {
   const auto [slot, made] = streaming_kernels_.try_emplace({layer, kind}, -1);
   if (made) {
-    const char* suffix = kind == Streaming::kGradientSum  ? ".grad_accumulate"
-                         : kind == Streaming::kFsdpCopyOut ? ".fsdp_copy_out"
-                         : kind == Streaming::kFsdpCopyIn  ? ".fsdp_copy_in"
-                         : kind == Streaming::kBucketCopy  ? ".grad_to_bucket"
-                         : kind == Streaming::kBucketScale ? ".grad_scale"
-                                                           : ".expert_grad_scale";
-    Kernel k{graph_.layers[static_cast<std::size_t>(layer)].name + suffix, {}, Flops(0), Flops(0)};
+    Kernel k{graph_.layers[static_cast<std::size_t>(layer)].name + suffix(kind), {}, Flops(0), Flops(0)};
     hw::OpWork copy;
     copy.kind = model::OpKind::kElementwise;
     copy.bytes_moved = bytes;

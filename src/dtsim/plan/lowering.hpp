@@ -81,6 +81,7 @@ class Lowering {
 
   int call(CommOp op, int group_id, Bytes bytes);
   std::uint32_t add_task(Task task, std::initializer_list<TaskRef> deps);
+  std::uint32_t add_task(Task task, const std::vector<std::uint32_t>& deps);
   std::uint32_t comm(RankState& s, Stream stream, CommOp op, int group_id, std::int64_t tag, Bytes bytes, Phase phase,
                      int mb, int layer, std::initializer_list<TaskRef> deps);
 
@@ -179,6 +180,7 @@ class Lowering {
   // stream, after the rank's last compute and `after` (autocast's gradient
   // sum, FSDP2's copies): it becomes the rank's last compute.
   enum class Streaming { kGradientSum, kFsdpCopyOut, kFsdpCopyIn, kBucketCopy, kBucketScale, kExpertBucketScale };
+  static const char* suffix(Streaming kind);  ///< of the streaming kernel's name, after its layer's
   std::uint32_t streaming(RankState& s, int layer, int mb, Phase phase, Streaming kind, Bytes bytes, TaskRef after);
   void run_merged(RankState& s, PassCursor forward_pass, PassCursor backward_pass);
 
