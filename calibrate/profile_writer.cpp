@@ -109,9 +109,13 @@ nlohmann::json to_profile(const Measurements& m, const nlohmann::json& provenanc
   }
   nlohmann::json with_share = provenance;
   with_share["cpu_share"] = std::round(m.cpu_share * 1000) / 1000;
-  if (m.probe_before.value() > 0) {
-    with_share["reference_probe_us"] = {{"before", std::round(m.probe_before.value() * 1e7) / 10},
-                                        {"after", std::round(m.probe_after.value() * 1e7) / 10}};
+  if (m.probe_before.total().value() > 0) {
+    auto us = [](core::Seconds t) { return std::round(t.value() * 1e7) / 10; };
+    with_share["reference_probe_us"] = {
+        {"before", us(m.probe_before.total())},
+        {"after", us(m.probe_after.total())},
+        {"gemm", {{"before", us(m.probe_before.gemm)}, {"after", us(m.probe_after.gemm)}}},
+        {"copy", {{"before", us(m.probe_before.copy)}, {"after", us(m.probe_after.copy)}}}};
   }
   return {{"schema", "dtsim.profile/1"},
           {"device", "CPU"},

@@ -9,6 +9,7 @@
 
 #include "calibrate/harness.hpp"
 #include "dtsim/core/units.hpp"
+#include "dtsim/exec/reference_probe.hpp"
 #include "dtsim/hw/kernel_calls.hpp"
 
 namespace dtsim::calibrate {
@@ -38,7 +39,7 @@ struct Measurements {
   double cpu_share = 1.0;
   /// exec::time_reference_probe before and after the measurements: a run
   /// compares its own probe with these to see the machine at another speed.
-  core::Seconds probe_before, probe_after;
+  exec::ProbeTimes probe_before, probe_after;
 };
 
 /// Where and how it was measured: machine, CPU model, cores, RAM, BLAS, MPI,

@@ -1,13 +1,15 @@
 // The closed loop end to end on 2 MPI ranks: calibrate this machine, then
 // predict and run each strategy the CPU backend supports, and require the
-// median step-time error of three validations (each a fresh quick
+// median step-time error of five validations (each a fresh quick
 // calibration, then the median of 3 steps) under 15%. An attempt counts only
 // when the machine was the same machine for calibration and run: every rank
-// held at least 90% of a core, and validate's reference probe (a fixed GEMM
-// and copy timed at calibration, before and after the run) moved less than
-// 10%. On a 2-core machine with other work beside it, attempts that fail
-// either check are retried, and the test skips with what it measured when
-// none is clean, rather than grading the neighbour's load.
+// held at least 90% of a core, and validate called the machine steady: its
+// reference probe (cached GEMMs and a copy from memory, timed before and
+// after the calibration and before and after the run) foretold a change of
+// the step of no more than 5%, each half weighted by the share of the step it
+// stands for. On a 2-core machine with other work beside it, attempts that
+// fail either check are retried, and the test skips with what it measured
+// when none is clean, rather than grading the neighbour's load.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -41,12 +43,15 @@ struct Attempts {
   std::string rejected;  // why the others did not count, one line each
 };
 
-// Up to five validations, until three ran on an undisturbed machine; three
+// Up to eight validations, until five ran on an undisturbed machine; four
 // disturbed ones in a row with none clean say the machine is busy for now.
-Attempts validate_until_three_clean(const std::string& model, const std::string& strategy) {
+// Five, not three: on a 2-core CI machine single clean attempts of one case
+// spread from -11% to +16%, and the median of three crossed 15% at +20.5%
+// (2026-11-30), where nobody could tell which part of the step had missed.
+Attempts validate_until_five_clean(const std::string& model, const std::string& strategy) {
   Attempts out;
-  for (int attempt = 1; attempt <= 5 && out.clean_errors.size() < 3; ++attempt) {
-    if (attempt == 4 && out.clean_errors.empty()) break;
+  for (int attempt = 1; attempt <= 8 && out.clean_errors.size() < 5; ++attempt) {
+    if (attempt == 5 && out.clean_errors.empty()) break;
     CliResult r = run_dtsim("validate --json --steps 3 --quick-calibration -m " + model + " -s " + strategy);
     EXPECT_EQ(r.exit_code, 0) << r.out;
     if (r.exit_code != 0) return {{1e9}, ""};
@@ -57,13 +62,30 @@ Attempts validate_until_three_clean(const std::string& model, const std::string&
     EXPECT_EQ(j.at("step_times_s").size(), 3u);
     EXPECT_FALSE(j.contains("passed")) << "without --max-error there is nothing to pass";
     const double share = std::min(j.at("cpu_share").at("calibration").get<double>(), j.at("cpu_share").at("run").get<double>());
-    const double drift = j.at("conditions").at("drift").get<double>();
+    const nlohmann::json& conditions = j.at("conditions");
+    const double step_drift = conditions.at("step_drift").get<double>();
     const double error = j.at("step").at("error").get<double>();
     std::string why;
-    if (share < 0.9) why = "a rank got " + std::to_string(static_cast<int>(100 * share)) + "% of a core";
-    else if (drift > 0.1) why = "the reference probe moved " + std::to_string(static_cast<int>(100 * drift)) + "%";
-    std::printf("  attempt %d: error %+.1f%%, least share of a core %.0f%%, probe drift %.0f%%%s\n", attempt, 100 * error,
-                100 * share, 100 * drift, why.empty() ? "" : (" (not counted: " + why + ")").c_str());
+    if (share < 0.9) {
+      why = "a rank got " + std::to_string(static_cast<int>(100 * share)) + "% of a core";
+    } else if (!conditions.at("steady").get<bool>()) {
+      why = "the reference probe foretold a step " + std::to_string(static_cast<int>(std::lround(100 * step_drift))) +
+            "% off";
+    }
+    // Each kind's error too, so that a CI log says which part of the step
+    // missed (matmuls against the GEMM tables, the optimizer against the
+    // streaming ones, collectives against their fits).
+    std::string kinds;
+    for (const nlohmann::json& k : j.at("kinds")) {
+      kinds += (kinds.empty() ? "" : ", ") + k.at("what").get<std::string>() + " " +
+               std::to_string(static_cast<int>(std::lround(100 * k.at("error").get<double>()))) + "%";
+    }
+    std::printf("  attempt %d: error %+.1f%% (%s), least share of a core %.0f%%, probe halves moved up to %.0f%% "
+                "(within the calibration %.0f%%), foretelling %.1f%% for a step of %.0f%% matmuls%s\n",
+                attempt, 100 * error, kinds.c_str(), 100 * share, 100 * conditions.at("drift").get<double>(),
+                100 * conditions.at("calibration_drift").get<double>(), 100 * step_drift,
+                100 * conditions.at("gemm_share").get<double>(), why.empty() ? "" : (" (not counted: " + why + ")").c_str());
+    std::fflush(stdout);
     if (why.empty()) out.clean_errors.push_back(error);
     else out.rejected += "attempt " + std::to_string(attempt) + ": " + why + "; ";
   }
@@ -78,13 +100,13 @@ struct Case {
 class Loop : public testing::TestWithParam<Case> {};
 
 TEST_P(Loop, StepTimeErrorUnder15Percent) {
-  Attempts attempts = validate_until_three_clean(GetParam().model, GetParam().strategy);
+  Attempts attempts = validate_until_five_clean(GetParam().model, GetParam().strategy);
   if (attempts.clean_errors.empty()) {
     GTEST_SKIP() << "the machine was busy or changed speed in every attempt (" << attempts.rejected << ")";
   }
   std::vector<double>& errors = attempts.clean_errors;
   std::sort(errors.begin(), errors.end());
-  // Two clean attempts (the others disturbed) have the mean of both as their
+  // An even number of clean attempts has the mean of the middle two as its
   // median; taking the upper one graded a +17.7% beside a -7.4% alone.
   const std::size_t mid = errors.size() / 2;
   const double median = errors.size() % 2 == 1 ? errors[mid] : (errors[mid - 1] + errors[mid]) / 2;
