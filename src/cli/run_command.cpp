@@ -103,8 +103,7 @@ struct Conditions {
   /// The probe of the calibration: the mean of its two, half by half.
   [[nodiscard]] std::optional<exec::ProbeTimes> calibration() const {
     if (!calibration_before || !calibration_after) return std::nullopt;
-    return exec::ProbeTimes{(calibration_before->gemm + calibration_after->gemm) * 0.5,
-                            (calibration_before->copy + calibration_after->copy) * 0.5};
+    return exec::mean(*calibration_before, *calibration_after);
   }
   /// How far the calibration's own two probes are apart: a machine that
   /// changed speed while the tables were measured left them inconsistent.
@@ -125,16 +124,13 @@ struct Conditions {
   /// between the other), within the calibration, or within the run. A
   /// profile without probes has the run's only.
   [[nodiscard]] double step_drift(double gemm_share) const {
-    auto mean = [](const exec::ProbeTimes& a, const exec::ProbeTimes& b) {
-      return exec::ProbeTimes{(a.gemm + b.gemm) * 0.5, (a.copy + b.copy) * 0.5};
-    };
     auto change = [&](const exec::ProbeTimes& then, const exec::ProbeTimes& now) {
       return std::abs(exec::step_drift(then, now, gemm_share));
     };
     double largest = change(before_run, after_run);
-    if (calibration_before && calibration_after) {
+    if (const std::optional<exec::ProbeTimes> tables = calibration()) {
       largest = std::max({largest, change(*calibration_before, *calibration_after),
-                          change(mean(*calibration_before, *calibration_after), mean(before_run, after_run))});
+                          change(*tables, exec::mean(before_run, after_run))});
     }
     return largest;
   }

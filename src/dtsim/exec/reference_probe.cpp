@@ -17,6 +17,8 @@ double median(std::vector<double> times) {
 
 }  // namespace
 
+ProbeTimes mean(const ProbeTimes& a, const ProbeTimes& b) { return {(a.gemm + b.gemm) * 0.5, (a.copy + b.copy) * 0.5}; }
+
 ProbeTimes time_reference_probe(MPI_Comm world, int repeats) {
   // 256^3 keeps the operands (768 KiB) in a core's L2; 32 MiB copies stream
   // past the last-level cache of a 2-core slice. Both sides of a step's time.

@@ -23,6 +23,9 @@ struct ProbeTimes {
   [[nodiscard]] core::Seconds total() const { return gemm + copy; }
 };
 
+/// The mean of two probes, half by half: the machine between them.
+ProbeTimes mean(const ProbeTimes& a, const ProbeTimes& b);
+
 /// Collective over `world`: the probe's halves on every rank (about 4 ms a
 /// repeat on a 2024 server core). 25 repeats, not 5: on a 2-core VM the
 /// median of five moved 5-8% between probes seconds apart while the steps
