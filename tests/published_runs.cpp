@@ -327,6 +327,39 @@ void llama3_paper(const json& c, std::vector<Case>& out) {
   out.push_back(k);
 }
 
+// BLOOM-176B's pre-training on 384 A100s of Jean Zay (BigScience's
+// tr11-176B-ml: its slurm script's arguments, its log's iteration time at
+// the full batch). Megatron's model code with its fused kernels and unfused
+// attention (framework=megatron, attention=standard) on DeepSpeed's
+// PipelineEngine: 1F1B, blocking sends of each tensor-parallel rank's whole
+// activation (p2p_scatter=off), the tensor-parallel all-reduces after their
+// GEMMs (the Megatron-LM it forked predates the asynchronous one), and its
+// BF16_Optimizer's fp32 gradients reduced after the flush with the step
+// sharded over dp (zero=1, overlap=off, grad_reduce=fp32). The cluster is
+// the run's README's description (tests/validation/jean-zay-a100.json).
+void bloom(const json& c, std::vector<Case>& out) {
+  const json& m = c["model"];
+  const json& p = c["parallel"];
+  const int gpus = c["gpus"];
+  Case k;
+  k.id = c["id"];
+  k.source = "bloom";
+  k.generation = "A100";
+  k.model = transformer(k.id, m["layers"], m["hidden"], m["heads"], m["ffn_hidden"], m["vocab"], m["seq_len"], "alibi");
+  k.model["bias"] = true;
+  k.cluster = (std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "jean-zay-a100.json").string();
+  k.gpus = gpus;
+  k.nodes = gpus / 8;
+  k.strategy = fmt::format("framework=megatron,tp={},pp={},dp={},mbs={},gbs={},dtype=bf16,recompute=full,zero=1,overlap=off,"
+                           "grad_reduce=fp32,attention=standard,p2p_overlap=off,p2p_scatter=off,tp_overlap=off,"
+                           "first_stage_layers={},last_stage_layers={}",
+                           p["tp"].get<int>(), p["pp"].get<int>(), p["dp"].get<int>(), p["mbs"].get<int>(),
+                           p["gbs"].get<int>(), p["first_stage_layers"].get<int>(), p["last_stage_layers"].get<int>());
+  k.metric = Metric::kIterationTime;
+  k.measured = c["iteration_time_s"];
+  out.push_back(k);
+}
+
 // DeepSeek-V3's pre-training on 2,048 H800s (its technical report): the
 // published config.json, pp 16, ep 64 over 8 nodes, ZeRO-1 over dp 128, FP8
 // GEMMs. DualPipe, which overlaps a forward and a backward chunk with each
@@ -465,6 +498,12 @@ const std::vector<Source>& sources() {
                       "node-limited routing; the kernels' 20 SMs as NCCL's channels); no recomputation (the paper reruns RMSNorm "
                       "and the MLA up-projections); the multi-token-prediction module not run; routing balanced; the "
                       "multi-plane fabric as hgx-h800's rail-optimized one"},
+      {"bloom", "the Omni-Path fabric (an enhanced 8D hypercube) as one non-blocking switch at the links' 100 Gb/s, "
+                "NCCL over it as over InfiniBand; the node's NVLink as an HGX A100's NVSwitch; DeepSpeed's BF16_Optimizer "
+                "as zero=1 (it all-reduces the fp32 gradients where dtsim reduce-scatters them: about 0.4 s a step "
+                "uncharged); not modelled: the attention mask the PipelineEngine sends beside each activation (14% "
+                "more forward bytes), the tied embedding's all-reduce between the first and the last stage, "
+                "DeepSpeed's Python between its pipeline instructions"},
       {"torchtitan", "the 64 A100s as 8 dgx-a100 nodes (the document does not state the network); the norms as dtsim "
                      "costs an RMSNorm (torchtitan's configs ran its Triton fused_rmsnorm for the 13B, PyTorch's for the 70Bs)"},
   };
@@ -508,6 +547,7 @@ std::vector<Case> outside_shared_cases() {
     if (id.rfind("torchtitan_", 0) == 0) torchtitan(c, out);
     if (id.rfind("llama3_405b_", 0) == 0) llama3_paper(c, out);
     if (id.rfind("deepseek_v3_", 0) == 0) deepseek_v3(c, out);
+    if (id.rfind("bloom_", 0) == 0) bloom(c, out);
   }
   llm_foundry_table(load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "llm-foundry-mpt.json"), out);
   const json bridge = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "megatron-bridge.json");

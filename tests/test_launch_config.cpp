@@ -138,6 +138,10 @@ TEST(LaunchConfig, MegatronFlagsAndTheirInteractions) {
   // Megatron-LM 2021-2022's switch for the backward all-reduce beside the weight gradient.
   EXPECT_EQ(plan::from_megatron_args("--tensor-model-parallel-size 8 --no-async-tensor-model-parallel-allreduce", "args").strategy,
             "framework=megatron,tp=8,tp_overlap=off,overlap=off");
+  // Megatron-LM 2021's switch for whole activations between stages (scatter-gather is its default).
+  EXPECT_EQ(plan::from_megatron_args("--tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 "
+                                     "--no-scatter-gather-tensors-in-pipeline", "args").strategy,
+            "framework=megatron,tp=4,pp=2,p2p_scatter=off,overlap=off");
   // MoE layouts: expert tensor parallelism and the capacity factor map too.
   plan::LaunchStrategy moe = plan::from_megatron_args(
       "--tensor-model-parallel-size 4 --expert-model-parallel-size 8 --expert-tensor-parallel-size 1 "

@@ -158,12 +158,12 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
 
 // Runs published outside ../shared, in the repository with their sources: the
 // H200 and B200 rows dtsim had no check on, torchtitan's FSDP2 runs, Llama 3
-// 405B and DeepSeek-V3 at thousands of GPUs, and the
+// 405B and DeepSeek-V3 at thousands of GPUs, BLOOM-176B, and the
 // 185 rows of llm-foundry's MPT tables that shared/ does not hold. The bounds hold today's error so it
 // cannot grow unseen (the README says where it comes from).
 TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
   const std::vector<Case> cases = validation::outside_shared_cases();
-  ASSERT_EQ(cases.size(), 2U + 8U + 6U + 2U + 1U + 185U + 11U);
+  ASSERT_EQ(cases.size(), 2U + 8U + 6U + 2U + 1U + 1U + 185U + 11U);
   const auto [by_source, all] = run_table(cases);
   struct Bound {
     double mean, worst;
@@ -214,7 +214,11 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // all-to-all, 0.134 while a pass paused between its levels,
                                               // 0.036 (pessimistic) with the levels one after the other
                                               // where DeepEP's kernel runs them at once
-                                              {"deepseek-v3", {0.11, 0.11}}};
+                                              {"deepseek-v3", {0.11, 0.11}},
+                                              // BLOOM-176B on 384 A100s (README, "BLOOM"): optimistic as the
+                                              // SC'21 rows of the same kernels are, by more; 0.275 with its
+                                              // pipeline sends split over tp as Megatron-LM's are
+                                              {"bloom", {0.25, 0.25}}};
   for (const auto& [name, s] : by_source) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name).mean) << name;

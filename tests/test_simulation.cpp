@@ -343,6 +343,29 @@ TEST(Simulation, AutocastCastsWeightsEveryMicroBatchAndSumsFp32Gradients) {
   }
 }
 
+// A pipeline send carries 1/tp of the activation under Megatron-LM's
+// scatter-gather, and the whole of it from every tensor-parallel rank under
+// DeepSpeed's PipelineEngine (p2p_scatter=off); with sequence parallelism the
+// activation is 1/tp on every rank either way. GPT-3 1.3B, one micro-batch
+// of one sequence of 2048 x 2048 in fp16: 8 MiB whole.
+TEST(Simulation, PipelineSendsCarryTheirTensorParallelShareOrTheWholeActivation) {
+  auto sent = [](const std::string& strategy) {
+    const driver::Simulation s = run("tp=2,pp=2,mbs=1,gbs=8,dtype=fp16," + strategy, 1);
+    double bytes = -1;
+    for (const plan::Task& t : s.tasks.tasks) {
+      if (t.kind != plan::TaskKind::kComm || t.stream != plan::Stream::kPointToPoint) continue;
+      const double b = s.tasks.calls[static_cast<std::size_t>(t.payload)].bytes.value();
+      EXPECT_TRUE(bytes < 0 || b == bytes) << "every transfer the same size";
+      bytes = b;
+    }
+    return bytes;
+  };
+  const double whole = 2048.0 * 2048.0 * 2.0;
+  EXPECT_DOUBLE_EQ(sent("p2p_scatter=on"), whole / 2);
+  EXPECT_DOUBLE_EQ(sent("p2p_scatter=off"), whole);
+  EXPECT_DOUBLE_EQ(sent("p2p_scatter=off,sp=on"), whole / 2);
+}
+
 // DeepSpeed's ZeRO-2 reduces each backward's gradients to the ranks that
 // own them, every micro-batch; its ZeRO-1, like DDP, reduces once a step.
 TEST(Simulation, DeepSpeedZeroTwoReducesEveryMicroBatch) {

@@ -42,6 +42,7 @@ const std::map<std::string, std::string, std::less<>>& megatron_flags() {
       {"--overlap-param-gather", "param_overlap=on"},
       {"--tp-comm-overlap", "tp_overlap=on"},
       {"--no-async-tensor-model-parallel-allreduce", "tp_overlap=off"},
+      {"--no-scatter-gather-tensors-in-pipeline", "p2p_scatter=off"},
       {"--overlap-moe-expert-parallel-comm", "ep_overlap=on"},
       {"--bf16", "dtype=bf16"},
       {"--fp16", "dtype=fp16"},

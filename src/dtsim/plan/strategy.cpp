@@ -129,7 +129,7 @@ std::optional<MoeGraph> moe_graph_scope(std::string_view scope) {
 
 std::string_view strategy_keys() {
   return "dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, grad_reduce, overlap, zero, bucket, attention, sp, schedule, vpp, "
-         "recompute, recompute_layers, ps, sync, steps, p2p_overlap, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, ep_overlap, dispatcher, autocast, fusions, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor, cuda_graph, fsdp_version";
+         "recompute, recompute_layers, ps, sync, steps, p2p_overlap, p2p_scatter, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, ep_overlap, dispatcher, autocast, fusions, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor, cuda_graph, fsdp_version";
 }
 
 const std::vector<Preset>& presets() {
@@ -212,6 +212,7 @@ Strategy parse_strategy(std::string_view text) {
     else if (key == "zero") s.zero = positive(key, value, 0, 3);
     else if (key == "overlap") s.overlap = on_off(key, value);
     else if (key == "p2p_overlap") s.p2p_overlap = on_off(key, value);
+    else if (key == "p2p_scatter") s.p2p_scatter = on_off(key, value);
     else if (key == "contention") s.contention = on_off(key, value);
     else if (key == "capacity_factor") s.capacity_factor = capacity(key, value);
     else if (key == "dtype") {

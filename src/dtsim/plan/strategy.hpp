@@ -102,6 +102,13 @@ struct Strategy {
   /// Pipeline sends overlap the sender's next compute (off: the sender waits
   /// until its peer has received, as Megatron-LM's 2021 blocking transfers did).
   bool p2p_overlap = true;
+  /// Each tensor-parallel rank sends 1/tp of a stage's activation and the
+  /// receiving stage all-gathers it over NVLink (Megatron-LM's scatter-gather
+  /// of 2021, its default; under sequence parallelism the activation is
+  /// 1/tp already). Off: every tensor-parallel rank sends the whole
+  /// activation, as DeepSpeed's PipelineEngine does (Megatron-DeepSpeed's
+  /// BLOOM) and Megatron-LM's --no-scatter-gather-tensors-in-pipeline.
+  bool p2p_scatter = true;
   int zero = 0;         ///< ZeRO stage 0..3
   bool sp = false;      ///< Megatron sequence parallelism (needs tp > 1)
   Schedule schedule = Schedule::kOneFOneB;
