@@ -102,13 +102,14 @@ struct Strategy {
   /// Pipeline sends overlap the sender's next compute (off: the sender waits
   /// until its peer has received, as Megatron-LM's 2021 blocking transfers did).
   bool p2p_overlap = true;
-  /// Each tensor-parallel rank sends 1/tp of a stage's activation and the
-  /// receiving stage all-gathers it over NVLink (Megatron-LM's scatter-gather
-  /// of 2021, its default; under sequence parallelism the activation is
-  /// 1/tp already). Off: every tensor-parallel rank sends the whole
-  /// activation, as DeepSpeed's PipelineEngine does (Megatron-DeepSpeed's
-  /// BLOOM) and Megatron-LM's --no-scatter-gather-tensors-in-pipeline.
-  bool p2p_scatter = true;
+  /// On: each tensor-parallel rank sends 1/tp of a stage's activation and
+  /// the receiving stage all-gathers it over NVLink (Megatron-LM's
+  /// scatter-gather of 2021, its default). Off: every tensor-parallel rank
+  /// sends the whole activation, as DeepSpeed's PipelineEngine does
+  /// (Megatron-DeepSpeed's BLOOM) and Megatron-LM's
+  /// --no-scatter-gather-tensors-in-pipeline. Unset: off under
+  /// framework=deepspeed, whose pipeline is that engine, else on.
+  std::optional<bool> p2p_scatter;
   int zero = 0;         ///< ZeRO stage 0..3
   bool sp = false;      ///< Megatron sequence parallelism (needs tp > 1)
   Schedule schedule = Schedule::kOneFOneB;
@@ -161,6 +162,11 @@ struct Strategy {
   [[nodiscard]] bool autocast_weights() const {
     return autocast && framework == Framework::kPytorch && zero < 3 &&
            (dtype == hw::Dtype::kBf16 || dtype == hw::Dtype::kFp16);
+  }
+  /// Whether a pipeline send carries 1/tp of the activation: p2p_scatter, or
+  /// sequence parallelism, under which every rank holds 1/tp of it anyway.
+  [[nodiscard]] bool splits_pipeline_sends() const {
+    return sp || p2p_scatter.value_or(framework != Framework::kDeepspeed);
   }
   [[nodiscard]] bool fused_optimizer() const {
     return optimizer == Optimizer::kAuto ? framework != Framework::kPytorch : optimizer == Optimizer::kFused;
