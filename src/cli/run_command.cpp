@@ -24,6 +24,7 @@
 #include "dtsim/exec/executor.hpp"
 #include "dtsim/exec/launch.hpp"
 #include "dtsim/exec/reference_probe.hpp"
+#include "dtsim/report/critical_path.hpp"
 #include "dtsim/report/validation.hpp"
 #include "dtsim/report/writers.hpp"
 
@@ -142,7 +143,7 @@ double gemm_share(const report::Validation& v) {
   double matmul = 0, all = 0;
   for (const report::ValidationRow& k : v.kinds) {
     all += k.predicted.value();
-    if (k.what == "compute (matmul)") matmul += k.predicted.value();
+    if (k.what == report::kMatmulKind) matmul += k.predicted.value();
   }
   return all > 0 ? matmul / all : 0.5;
 }
@@ -203,14 +204,14 @@ constexpr double kStepDrift = 0.05;
 // and 2080 us at calibration, 2110 us before the run and 2090 us after; ...".
 std::string probe_story(const Conditions& c) {
   std::string story;
+  const bool recorded = c.calibration_before && c.calibration_after;
   for (const auto& [name, part] : {std::pair{"reference GEMMs", &exec::ProbeTimes::gemm},
                                    std::pair{"reference copy", &exec::ProbeTimes::copy}}) {
-    const bool halves = c.calibration_before && c.calibration_before->copy.value() > 0;
     std::string at_calibration = "(not recorded)";
-    if (c.calibration_before && c.calibration_after && halves) {
+    if (recorded && c.calibration_before->has_halves()) {
       at_calibration = fmt::format("{:.0f} and {:.0f} us", ((*c.calibration_before).*part).value() * 1e6,
                                    ((*c.calibration_after).*part).value() * 1e6);
-    } else if (c.calibration_before && c.calibration_after) {
+    } else if (recorded) {
       at_calibration = fmt::format("(the whole probe) {:.0f} and {:.0f} us", c.calibration_before->total().value() * 1e6,
                                    c.calibration_after->total().value() * 1e6);
     }
@@ -229,16 +230,17 @@ nlohmann::json conditions_json(const Conditions& c, double matmul_share) {
   nlohmann::json halves;
   for (const auto& [name, part] : {std::pair{"gemm", &exec::ProbeTimes::gemm}, std::pair{"copy", &exec::ProbeTimes::copy}}) {
     halves[name] = {{"before_run", us(c.before_run.*part)}, {"after_run", us(c.after_run.*part)}};
-    halves[name]["calibration"] = calibration && calibration->copy.value() > 0 ? nlohmann::json(us((*calibration).*part))
-                                                                                 : nlohmann::json();
+    halves[name]["calibration"] = calibration && calibration->has_halves() ? nlohmann::json(us((*calibration).*part))
+                                                                            : nlohmann::json();
   }
   probe["halves"] = halves;
+  const double step_drift = c.step_drift(matmul_share);
   return {{"reference_probe_us", probe},
           {"calibration_drift", c.calibration_drift()},
           {"drift", c.drift()},
           {"gemm_share", matmul_share},
-          {"step_drift", c.step_drift(matmul_share)},
-          {"steady", c.step_drift(matmul_share) <= kStepDrift}};
+          {"step_drift", step_drift},
+          {"steady", step_drift <= kStepDrift}};
 }
 
 }  // namespace
@@ -386,11 +388,11 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
       if (calibrated && !o.save_profile) fmt::print(out, "  profile: calibrated for this run, not kept (--save-profile keeps it)\n");
       else fmt::print(out, "  profile: {}\n", profile);
       const Conditions& c = m.conditions;
-      const double share = gemm_share(v);
-      if (c.step_drift(share) > kStepDrift) {
+      const double share = gemm_share(v), step_drift = c.step_drift(share);
+      if (step_drift > kStepDrift) {
         fmt::print(out, "  warning: the machine ran at another speed: {}; for a step of {:.0f}% matmuls that is a change "
                         "of up to {:.0f}%, so these errors measure the change, not the model\n",
-                   probe_story(c), 100 * share, 100 * c.step_drift(share));
+                   probe_story(c), 100 * share, 100 * step_drift);
       }
       if (std::min(calibration_share, m.execution.cpu_share) < kBusy) {
         fmt::print(out, "  warning: a rank got only {:.0f}% of a core during the calibration and {:.0f}% during the run; "

@@ -55,12 +55,12 @@ double probe_drift(core::Seconds then, core::Seconds now) {
 }
 
 double probe_drift(const ProbeTimes& then, const ProbeTimes& now) {
-  if (!(then.copy.value() > 0)) return std::abs(probe_drift(then.total(), now.total()));
+  if (!then.has_halves()) return std::abs(probe_drift(then.total(), now.total()));
   return std::max(std::abs(probe_drift(then.gemm, now.gemm)), std::abs(probe_drift(then.copy, now.copy)));
 }
 
 double step_drift(const ProbeTimes& then, const ProbeTimes& now, double gemm_share) {
-  if (!(then.copy.value() > 0)) return probe_drift(then.total(), now.total());
+  if (!then.has_halves()) return probe_drift(then.total(), now.total());
   return gemm_share * probe_drift(then.gemm, now.gemm) + (1 - gemm_share) * probe_drift(then.copy, now.copy);
 }
 

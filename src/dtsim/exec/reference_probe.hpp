@@ -21,6 +21,9 @@ struct ProbeTimes {
   core::Seconds gemm;  ///< 8 GEMMs of 256^3, operands in a core's L2
   core::Seconds copy;  ///< a 32 MiB copy, past the last-level cache
   [[nodiscard]] core::Seconds total() const { return gemm + copy; }
+  /// False for a profile written before the halves were kept: its total
+  /// stands in the gemm half, with no copy.
+  [[nodiscard]] bool has_halves() const { return copy.value() > 0; }
 };
 
 /// The mean of two probes, half by half: the machine between them.

@@ -16,7 +16,7 @@ std::string task_kind(const plan::TaskGraph& g, const plan::Task& t) {
   const bool matmul = std::any_of(ops.begin(), ops.end(), [](const hw::OpWork& w) {
     return w.kind == model::OpKind::kGemm || w.kind == model::OpKind::kAttention;
   });
-  return matmul ? "compute (matmul)" : "compute (memory-bound)";
+  return matmul ? std::string(kMatmulKind) : "compute (memory-bound)";
 }
 
 CriticalPath critical_path(const plan::TaskGraph& g, const plan::Timeline& tl,

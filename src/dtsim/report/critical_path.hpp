@@ -6,6 +6,7 @@
 #include <array>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dtsim/core/units.hpp"
@@ -30,6 +31,9 @@ struct CriticalPath {
 /// without it, into task_kind()'s matmul and memory-bound.
 CriticalPath critical_path(const plan::TaskGraph& graph, const plan::Timeline& timeline,
                            std::span<const std::array<double, model::kOpKindCount>> kernel_op_share = {});
+
+/// task_kind() of a task whose kernel runs a GEMM or attention.
+inline constexpr std::string_view kMatmulKind = "compute (matmul)";
 
 /// What a task is, in the words of the critical path and the HTML timeline:
 /// "compute (matmul)", "compute (memory-bound)", "optimizer" or "comm: <group kind>".
