@@ -360,6 +360,38 @@ void bloom(const json& c, std::vector<Case>& out) {
   out.push_back(k);
 }
 
+// vTrain's measured runs (tests/validation/vtrain-runs.json): GPT models on
+// Microsoft's Megatron-DeepSpeed, fp16 (the repository's own model of them
+// casts to half and moves 2-byte activations), every block recomputed. Under
+// --deepspeed that code builds GPTModelPipe, so DeepSpeed's PipelineEngine
+// runs every layout, pp=1 included: each tensor-parallel rank sends its
+// stage's whole activation, blocking (p2p_scatter=off, p2p_overlap=off), and
+// the fp16 gradients are all-reduced after the last micro-batch
+// (overlap=off, grad_reduce=fp16; the configs' use_gradient_bucket false).
+// Its arguments.py turns the asynchronous tensor-parallel all-reduce off
+// under DeepSpeed (tp_overlap=off). GPT-2's vocabulary, learned positions,
+// biases; Megatron's fused softmax over unfused attention.
+void vtrain(const json& row, std::vector<Case>& out) {
+  const double params = row["params_b"];
+  const int tp = row["tp"], dp = row["dp"], pp = row["pp"], gpus = row["gpus"];
+  Case k;
+  k.id = fmt::format("vtrain_{}b_tp{}_dp{}_pp{}_mbs{}", params, tp, dp, pp, row["mbs"].get<int>());
+  k.source = fmt::format("vtrain {}B", params);
+  k.generation = "A100";
+  const int hidden = row["hidden"];
+  k.model = transformer(k.id, row["layers"], hidden, row["heads"], 4 * hidden, 50257, row["seq_len"], "learned");
+  k.model["bias"] = true;
+  k.cluster = (std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "vtrain-a100.json").string();
+  k.gpus = gpus;
+  k.nodes = gpus / 8;
+  k.strategy = fmt::format("framework=megatron,tp={},pp={},dp={},mbs={},gbs={},dtype=fp16,recompute=full,zero=0,overlap=off,"
+                           "grad_reduce=fp16,attention=standard,p2p_overlap=off,p2p_scatter=off,tp_overlap=off",
+                           tp, pp, dp, row["mbs"].get<int>(), row["gbs"].get<int>());
+  k.metric = Metric::kIterationTime;
+  k.measured = row["iteration_ms"].get<double>() / 1000;
+  out.push_back(k);
+}
+
 // DeepSeek-V3's pre-training on 2,048 H800s (its technical report): the
 // published config.json, pp 16, ep 64 over 8 nodes, ZeRO-1 over dp 128, FP8
 // GEMMs. DualPipe, which overlaps a forward and a backward chunk with each
@@ -504,6 +536,14 @@ const std::vector<Source>& sources() {
                 "uncharged); not modelled: the attention mask the PipelineEngine sends beside each activation (14% "
                 "more forward bytes), the tied embedding's all-reduce between the first and the last stage, "
                 "DeepSpeed's Python between its pipeline instructions"},
+      {"vtrain 3.6B", "the A100s as the 80 GB part and the 800 Gb/s a node as 4 HDR NICs on one non-blocking switch "
+                      "(tests/validation/vtrain-a100.json; NVSwitch at the bus efficiency of the source's own all-reduce "
+                      "table); fp16 with DeepSpeed's unsharded FP16 optimizer (zero=0); GPT-2's vocabulary of 50257; not "
+                      "modelled: the attention mask the PipelineEngine sends beside each activation, DeepSpeed's Python "
+                      "between its pipeline instructions"},
+      {"vtrain 18.4B", "as vtrain 3.6B"},
+      {"vtrain 39.1B", "as vtrain 3.6B"},
+      {"vtrain 175B", "as vtrain 3.6B"},
       {"torchtitan", "the 64 A100s as 8 dgx-a100 nodes (the document does not state the network); the norms as dtsim "
                      "costs an RMSNorm (torchtitan's configs ran its Triton fused_rmsnorm for the 13B, PyTorch's for the 70Bs)"},
   };
@@ -552,6 +592,8 @@ std::vector<Case> outside_shared_cases() {
   llm_foundry_table(load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "llm-foundry-mpt.json"), out);
   const json bridge = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "megatron-bridge.json");
   for (const json& row : bridge["rows"]) megatron_bridge(row, out);
+  const json vtrain_runs = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "vtrain-runs.json");
+  for (const json& row : vtrain_runs["rows"]) vtrain(row, out);
   return out;
 }
 

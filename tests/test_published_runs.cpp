@@ -163,7 +163,7 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
 // cannot grow unseen (the README says where it comes from).
 TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
   const std::vector<Case> cases = validation::outside_shared_cases();
-  ASSERT_EQ(cases.size(), 2U + 8U + 6U + 2U + 1U + 1U + 185U + 11U);
+  ASSERT_EQ(cases.size(), 2U + 8U + 6U + 2U + 1U + 1U + 185U + 11U + 109U);
   const auto [by_source, all] = run_table(cases);
   struct Bound {
     double mean, worst;
@@ -218,7 +218,17 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // BLOOM-176B on 384 A100s (README, "BLOOM"): optimistic as the
                                               // SC'21 rows of the same kernels are, by more; 0.275 with its
                                               // pipeline sends split over tp as Megatron-LM's are
-                                              {"bloom", {0.25, 0.25}}};
+                                              {"bloom", {0.25, 0.25}},
+                                              // vTrain's 109 runs on Megatron-DeepSpeed (README, "vTrain's
+                                              // A100 runs"): right at 175B, optimistic as the hidden size
+                                              // shrinks, as SC'21's rows are. Worst: rows the source
+                                              // measured 1.5-2x slower than its own neighbours of one
+                                              // layout (3.6B at tp 8 and 64 sequences a micro-batch,
+                                              // 39.1B at tp 2)
+                                              {"vtrain 3.6B", {0.235, 1.12}},
+                                              {"vtrain 18.4B", {0.155, 0.34}},
+                                              {"vtrain 39.1B", {0.155, 0.74}},
+                                              {"vtrain 175B", {0.025, 0.065}}};
   for (const auto& [name, s] : by_source) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name).mean) << name;
