@@ -158,8 +158,9 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
 
 // Runs published outside ../shared, in the repository with their sources: the
 // H200 and B200 rows dtsim had no check on, torchtitan's FSDP2 runs, Llama 3
-// 405B and DeepSeek-V3 at thousands of GPUs, BLOOM-176B, and the
-// 185 rows of llm-foundry's MPT tables that shared/ does not hold. The bounds hold today's error so it
+// 405B and DeepSeek-V3 at thousands of GPUs, BLOOM-176B, vTrain's 109
+// Megatron-DeepSpeed runs on up to 512 A100s, and the 185 rows of
+// llm-foundry's MPT tables that shared/ does not hold. The bounds hold today's error so it
 // cannot grow unseen (the README says where it comes from).
 TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
   const std::vector<Case> cases = validation::outside_shared_cases();
