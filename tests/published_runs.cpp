@@ -376,6 +376,7 @@ void vtrain(const json& row, std::vector<Case>& out) {
   const int tp = row["tp"], dp = row["dp"], pp = row["pp"], gpus = row["gpus"];
   Case k;
   k.id = fmt::format("vtrain_{}b_tp{}_dp{}_pp{}_mbs{}", params, tp, dp, pp, row["mbs"].get<int>());
+  if (row.contains("repeat")) k.id += fmt::format("_repeat{}", row["repeat"].get<int>());  // the same layout measured again
   k.source = fmt::format("vtrain {}B", params);
   k.generation = "A100";
   const int hidden = row["hidden"];

@@ -31,7 +31,9 @@ def show(git_dir, path):
 
 
 def runs(git_dir):
+    """The rows in the file's order; a layout measured twice keeps both, the second as repeat 2."""
     out = []
+    seen = {}
     for r in csv.DictReader(io.StringIO(show(git_dir, RUNS))):
         out.append({"params_b": float(r["Parameters (billion)"]), "gpus": int(r["# GPUs"]),
                     "gbs": int(r["global batch"]), "mbs": int(r["micro batch"]), "hidden": int(r["hidden size"]),
@@ -39,6 +41,10 @@ def runs(git_dir):
                     "seq_len": int(r["sequence length"]), "tp": int(r["tensor parallelism"]),
                     "dp": int(r["data parallelism"]), "pp": int(r["pipeline parallelism"]),
                     "iteration_ms": float(r["iteration time (ms)"])})
+        layout = tuple(out[-1][key] for key in ("params_b", "tp", "dp", "pp", "mbs", "gbs"))
+        seen[layout] = seen.get(layout, 0) + 1
+        if seen[layout] > 1:
+            out[-1]["repeat"] = seen[layout]
     return out
 
 
