@@ -5,7 +5,10 @@
 # - gemm_beside_blocks.py: a cuBLAS GEMM beside a kernel that holds c SMs;
 # - host_launch.py: PyTorch eager's host time per launch, a launch-bound step;
 # - pytorch_steps.py: eager PyTorch training steps of dtsim model files, with
-#   their kernels (tests/gpu/summarize_steps.py puts dtsim's prediction beside them).
+#   their kernels (tests/gpu/summarize_steps.py puts dtsim's prediction beside them);
+# - unfused_attention.py: unfused attention's kernels one by one (batched GEMMs in
+#   two layouts, softmax, mask, dropout, copies; tests/gpu/summarize_unfused.py
+#   puts dtsim's kernel model beside each).
 set -uo pipefail
 out=${1:-gpu-framework}
 mkdir -p "$out"
@@ -20,5 +23,8 @@ timeout 90 python3 tests/gpu/host_launch.py >"$out/host-launch.json"
 echo "rc $?"
 echo "== gemm_beside_blocks"
 timeout 120 python3 tests/gpu/gemm_beside_blocks.py >"$out/gemm-beside-blocks.json"
+echo "rc $?"
+echo "== unfused_attention"
+timeout 180 python3 tests/gpu/unfused_attention.py >"$out/unfused-attention.json"
 echo "rc $?"
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >>"$out/nvidia-smi.txt" 2>&1
