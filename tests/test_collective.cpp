@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "dtsim/core/json_reader.hpp"
+#include "dtsim/core/linear_fit.hpp"
 #include "dtsim/hw/device.hpp"
 #include "dtsim/net/collective.hpp"
 #include "dtsim/topo/cluster_loader.hpp"
@@ -55,6 +56,25 @@ TEST(Collective, RingAllReduceMatchesClosedForm) {
   EXPECT_FALSE(cost.hierarchical);
   net::CollectiveCost gather = network.cost(net::CollectiveOp::kAllGather, gpus, core::Bytes(bytes));
   EXPECT_NEAR(gather.time.value(), base + (n - 1) / n * bytes / bandwidth + (n - 1) * latency, 1e-12);
+}
+
+// A calibration's collectives were measured on one machine: its fit costs a
+// group of that many ranks inside a node, and a group of as many across
+// nodes crosses the network the fit never saw, so the fabric costs it.
+TEST(Collective, AMeasuredFitCostsGroupsInsideANodeOnly) {
+  topo::Cluster c = cluster("dgx-h100", 2);
+  net::NetworkOptions options;
+  const core::LinearFit fit{core::Seconds(50e-6), core::BytesPerSecond(10e9)};  // far from the fabric's figures
+  options.measured[{net::CollectiveOp::kAllReduce, 2}] = fit;
+  net::Network measured(c, options);
+  net::Network fabric(c, {});
+  const core::Bytes bytes(1e8);
+  std::vector<int> inside{0, 1}, across{0, 8};
+  const net::CollectiveCost local = measured.cost(net::CollectiveOp::kAllReduce, inside, bytes);
+  EXPECT_NEAR(local.time.value(), fit.time(bytes).value(), 1e-12);
+  EXPECT_NE(local.time.value(), fabric.cost(net::CollectiveOp::kAllReduce, inside, bytes).time.value());
+  EXPECT_DOUBLE_EQ(measured.cost(net::CollectiveOp::kAllReduce, across, bytes).time.value(),
+                   fabric.cost(net::CollectiveOp::kAllReduce, across, bytes).time.value());
 }
 
 TEST(Collective, OneMemberCostsNothing) {

@@ -78,8 +78,10 @@ struct NetworkOptions {
   double inter_bandwidth_scale = 1.0;
   double latency_scale = 1.0;
   /// Measured collectives (a dtsim-calibrate profile): a collective of that
-  /// op over that many ranks costs latency + bytes / bandwidth as fitted,
-  /// whatever the fabric says; the what-if scales still apply.
+  /// op over that many ranks inside one node costs latency + bytes /
+  /// bandwidth as fitted, whatever the fabric says (the calibration measured
+  /// it on one machine); across nodes the fabric's model. The what-if scales
+  /// still apply.
   std::map<std::pair<CollectiveOp, int>, core::LinearFit> measured;
 };
 

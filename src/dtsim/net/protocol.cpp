@@ -126,12 +126,16 @@ CollectivePlan Network::plan(CollectiveOp op, std::span<const int> gpus, Bytes b
     none.fixed = core::Seconds(0);
     return none;
   }
-  if (auto fit = options_.measured.find({op, static_cast<int>(gpus.size())}); fit != options_.measured.end()) {
+  // A calibration measures its collectives on one machine (dtsim-calibrate:
+  // the GPUs of one process, or MPI ranks of one host), so its fit stands for
+  // groups inside one node; a group of as many ranks across nodes crosses the
+  // network the fit never saw, and takes the fabric's model.
+  const int node = cluster_->node_of_endpoint(gpus.front());
+  const bool one_node = std::all_of(gpus.begin(), gpus.end(), [&](int g) { return cluster_->node_of_endpoint(g) == node; });
+  auto fit = options_.measured.find({op, static_cast<int>(gpus.size())});
+  if (one_node && fit != options_.measured.end()) {
     // The fit stands for whatever the library did; scale it as a what-if asks.
-    const int node = cluster_->node_of_endpoint(gpus.front());
-    const bool one_node = std::all_of(gpus.begin(), gpus.end(), [&](int g) { return cluster_->node_of_endpoint(g) == node; });
-    const double scale = one_node ? options_.intra_bandwidth_scale : options_.inter_bandwidth_scale;
-    none.fixed = fit->second.latency * options_.latency_scale + bytes / (fit->second.bandwidth * scale);
+    none.fixed = fit->second.latency * options_.latency_scale + bytes / (fit->second.bandwidth * options_.intra_bandwidth_scale);
     none.algorithm = algorithm == Algorithm::kAuto ? Algorithm::kRing : algorithm;
     none.measured = true;
     return none;
