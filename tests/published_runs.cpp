@@ -331,8 +331,9 @@ void llama3_paper(const json& c, std::vector<Case>& out) {
 // tr11-176B-ml: its slurm script's arguments, its log's iteration time at
 // the full batch). Megatron's model code with its fused kernels and unfused
 // attention (framework=megatron, attention=standard) on DeepSpeed's
-// PipelineEngine: 1F1B, blocking sends of each tensor-parallel rank's whole
-// activation (p2p_scatter=off), the tensor-parallel all-reduces after their
+// PipelineEngine: 1F1B, blocking sends of each tensor-parallel rank's 1/tp
+// of the activation (the engine partitions it over the tensor-parallel
+// group, is_pipe_partitioned), the tensor-parallel all-reduces after their
 // GEMMs (the Megatron-LM it forked predates the asynchronous one), and its
 // BF16_Optimizer's fp32 gradients reduced after the flush with the step
 // sharded over dp (zero=1, overlap=off, grad_reduce=fp32). The cluster is
@@ -351,7 +352,7 @@ void bloom(const json& c, std::vector<Case>& out) {
   k.gpus = gpus;
   k.nodes = gpus / 8;
   k.strategy = fmt::format("framework=megatron,tp={},pp={},dp={},mbs={},gbs={},dtype=bf16,recompute=full,zero=1,overlap=off,"
-                           "grad_reduce=fp32,attention=standard,p2p_overlap=off,p2p_scatter=off,tp_overlap=off,"
+                           "grad_reduce=fp32,attention=standard,p2p_overlap=off,tp_overlap=off,"
                            "first_stage_layers={},last_stage_layers={}",
                            p["tp"].get<int>(), p["pp"].get<int>(), p["dp"].get<int>(), p["mbs"].get<int>(),
                            p["gbs"].get<int>(), p["first_stage_layers"].get<int>(), p["last_stage_layers"].get<int>());
@@ -365,7 +366,7 @@ void bloom(const json& c, std::vector<Case>& out) {
 // casts to half and moves 2-byte activations), every block recomputed. Under
 // --deepspeed that code builds GPTModelPipe, so DeepSpeed's PipelineEngine
 // runs every layout, pp=1 included: each tensor-parallel rank sends its
-// stage's whole activation, blocking (p2p_scatter=off, p2p_overlap=off), and
+// share of the stage's activation, blocking (p2p_overlap=off), and
 // the fp16 gradients are all-reduced after the last micro-batch
 // (overlap=off, grad_reduce=fp16; the configs' use_gradient_bucket false).
 // Its arguments.py turns the asynchronous tensor-parallel all-reduce off
@@ -386,7 +387,7 @@ void vtrain(const json& row, std::vector<Case>& out) {
   k.gpus = gpus;
   k.nodes = gpus / 8;
   k.strategy = fmt::format("framework=megatron,tp={},pp={},dp={},mbs={},gbs={},dtype=fp16,recompute=full,zero=0,overlap=off,"
-                           "grad_reduce=fp16,attention=standard,p2p_overlap=off,p2p_scatter=off,tp_overlap=off",
+                           "grad_reduce=fp16,attention=standard,p2p_overlap=off,tp_overlap=off",
                            tp, pp, dp, row["mbs"].get<int>(), row["gbs"].get<int>());
   k.metric = Metric::kIterationTime;
   k.measured = row["iteration_ms"].get<double>() / 1000;
@@ -534,14 +535,15 @@ const std::vector<Source>& sources() {
       {"bloom", "the Omni-Path fabric (an enhanced 8D hypercube) as one non-blocking switch at the links' 100 Gb/s, "
                 "NCCL over it as over InfiniBand; the node's NVLink as an HGX A100's NVSwitch; DeepSpeed's BF16_Optimizer "
                 "as zero=1 (it all-reduces the fp32 gradients where dtsim reduce-scatters them: about 0.4 s a step "
-                "uncharged); not modelled: the attention mask the PipelineEngine sends beside each activation (14% "
-                "more forward bytes), the tied embedding's all-reduce between the first and the last stage, "
+                "uncharged); not modelled: the attention mask the PipelineEngine sends whole beside each partitioned "
+                "activation, the next stage's all-gather of the parts, the tied embedding's all-reduce between the "
+                "first and the last stage, "
                 "DeepSpeed's Python between its pipeline instructions"},
       {"vtrain 3.6B", "the A100s as the 80 GB part and the 800 Gb/s a node as 4 HDR NICs on one non-blocking switch "
                       "(tests/validation/vtrain-a100.json; NVSwitch at the bus efficiency of the source's own all-reduce "
                       "table); fp16 with DeepSpeed's unsharded FP16 optimizer (zero=0); GPT-2's vocabulary of 50257; not "
-                      "modelled: the attention mask the PipelineEngine sends beside each activation, DeepSpeed's Python "
-                      "between its pipeline instructions"},
+                      "modelled: the attention mask the PipelineEngine sends beside each activation, the next stage's "
+                      "all-gather of its parts, DeepSpeed's Python between its pipeline instructions"},
       {"vtrain 18.4B", "as vtrain 3.6B"},
       {"vtrain 39.1B", "as vtrain 3.6B"},
       {"vtrain 175B", "as vtrain 3.6B"},

@@ -231,6 +231,16 @@ TEST(LaunchConfig, DeepSpeedConfigMapsKeyByKey) {
   EXPECT_TRUE(contains(plan::from_deepspeed_config(nlohmann::json::parse(R"({"optimizer": {"type": "OneBitAdam"}})"), "ds.json")
                            .not_modelled,
                        "optimizer.type OneBitAdam"));
+  // The PipelineEngine partitions its sends over tensor parallelism unless told not to.
+  const plan::LaunchStrategy whole =
+      plan::from_deepspeed_config(nlohmann::json::parse(R"({"pipeline": {"pipe_partitioned": false}})"), "ds.json");
+  EXPECT_EQ(whole.strategy, "framework=deepspeed,p2p_scatter=off,overlap=off");
+  EXPECT_TRUE(contains(whole.mapped, "pipeline.pipe_partitioned false -> p2p_scatter=off"));
+  EXPECT_TRUE(plan::parse_strategy("framework=deepspeed,tp=2").splits_pipeline_sends());
+  EXPECT_TRUE(contains(plan::from_deepspeed_config(nlohmann::json::parse(R"({"pipeline": {"activation_checkpoint_interval": 1}})"),
+                                                   "ds.json")
+                           .not_modelled,
+                       "pipeline"));
 }
 
 TEST(LaunchConfig, BadValuesAreOneLineNamingTheKey) {
@@ -249,6 +259,8 @@ TEST(LaunchConfig, BadValuesAreOneLineNamingTheKey) {
                                           "ds.json");
             }),
             "ds.json: /optimizer/params/torch_adam: expected true or false, got \"yes\"");
+  EXPECT_EQ(error_of([] { plan::from_deepspeed_config(nlohmann::json::parse(R"({"pipeline": {"pipe_partitioned": 0}})"), "ds.json"); }),
+            "ds.json: /pipeline/pipe_partitioned: expected true or false, got 0");
   EXPECT_EQ(error_of([] { plan::from_deepspeed_config(nlohmann::json::parse(R"({"communication_data_type": "fp8"})"), "ds.json"); }),
             "ds.json: /communication_data_type: expected \"fp32\", \"bf16\" or \"fp16\", got \"fp8\"");
   EXPECT_EQ(error_of([] { plan::parse_strategy("optimizer=lion"); }), "--strategy: /optimizer: expected fused or unfused, got \"lion\"");

@@ -217,19 +217,21 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // where DeepEP's kernel runs them at once
                                               {"deepseek-v3", {0.11, 0.11}},
                                               // BLOOM-176B on 384 A100s (README, "BLOOM"): optimistic as the
-                                              // SC'21 rows of the same kernels are, by more; 0.275 with its
-                                              // pipeline sends split over tp as Megatron-LM's are
-                                              {"bloom", {0.25, 0.25}},
+                                              // SC'21 rows of the same kernels are, by more; its pipeline
+                                              // sends split over tp, as DeepSpeed's PipelineEngine partitions
+                                              // them (0.243 with every rank's whole activation)
+                                              {"bloom", {0.28, 0.28}},
                                               // vTrain's 109 runs on Megatron-DeepSpeed (README, "vTrain's
                                               // A100 runs"): right at 175B, optimistic as the hidden size
                                               // shrinks, as SC'21's rows are. Worst: rows the source
                                               // measured 1.5-2x slower than its own neighbours of one
                                               // layout (3.6B at tp 8 and 64 sequences a micro-batch,
-                                              // 39.1B at tp 2)
+                                              // 39.1B at tp 2). Their pipeline sends split over tp as the engine
+                                              // partitions them: 175B 2.3% to 3.4%, 39.1B 15.0% to 16.3%
                                               {"vtrain 3.6B", {0.235, 1.12}},
-                                              {"vtrain 18.4B", {0.155, 0.34}},
-                                              {"vtrain 39.1B", {0.155, 0.74}},
-                                              {"vtrain 175B", {0.025, 0.065}}};
+                                              {"vtrain 18.4B", {0.16, 0.345}},
+                                              {"vtrain 39.1B", {0.17, 0.76}},
+                                              {"vtrain 175B", {0.035, 0.075}}};
   for (const auto& [name, s] : by_source) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name).mean) << name;

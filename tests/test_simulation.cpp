@@ -344,9 +344,9 @@ TEST(Simulation, AutocastCastsWeightsEveryMicroBatchAndSumsFp32Gradients) {
 }
 
 // A pipeline send carries 1/tp of the activation under Megatron-LM's
-// scatter-gather, and the whole of it from every tensor-parallel rank under
-// DeepSpeed's PipelineEngine (p2p_scatter=off, framework=deepspeed's default);
-// with sequence parallelism the
+// scatter-gather and DeepSpeed's PipelineEngine (which partitions its
+// output over the tensor-parallel group), and the whole of it from every
+// tensor-parallel rank under p2p_scatter=off; with sequence parallelism the
 // activation is 1/tp on every rank either way. GPT-3 1.3B, one micro-batch
 // of one sequence of 2048 x 2048 in fp16: 8 MiB whole.
 TEST(Simulation, PipelineSendsCarryTheirTensorParallelShareOrTheWholeActivation) {
@@ -365,9 +365,9 @@ TEST(Simulation, PipelineSendsCarryTheirTensorParallelShareOrTheWholeActivation)
   EXPECT_DOUBLE_EQ(sent("p2p_scatter=on"), whole / 2);
   EXPECT_DOUBLE_EQ(sent("p2p_scatter=off"), whole);
   EXPECT_DOUBLE_EQ(sent("p2p_scatter=off,sp=on"), whole / 2);
-  // DeepSpeed's pipeline is its PipelineEngine: whole activations unless told otherwise.
-  EXPECT_DOUBLE_EQ(sent("framework=deepspeed"), whole);
-  EXPECT_DOUBLE_EQ(sent("framework=deepspeed,p2p_scatter=on"), whole / 2);
+  // DeepSpeed's PipelineEngine partitions its sends (is_pipe_partitioned) unless told not to.
+  EXPECT_DOUBLE_EQ(sent("framework=deepspeed"), whole / 2);
+  EXPECT_DOUBLE_EQ(sent("framework=deepspeed,p2p_scatter=off"), whole);
   EXPECT_DOUBLE_EQ(sent("framework=megatron"), whole / 2);
 }
 

@@ -441,6 +441,16 @@ LaunchStrategy from_deepspeed_config(const nlohmann::json& config, const std::st
       } else {
         out.not_modelled.push_back("optimizer.type " + type->get<std::string>());
       }
+    } else if (key == "pipeline" && value.is_object() && value.contains("pipe_partitioned")) {
+      // The PipelineEngine partitions each stage's output over the
+      // tensor-parallel group before it sends it (engine.py,
+      // is_pipe_partitioned); false sends every rank's whole copy.
+      const nlohmann::json& flag = value.at("pipe_partitioned");
+      if (!flag.is_boolean()) {
+        throw core::InputError(file, pointer + "/pipe_partitioned", fmt::format("expected true or false, got {}", flag.dump()));
+      }
+      add(out, flag.get<bool>() ? "p2p_scatter=on" : "p2p_scatter=off");
+      out.mapped.push_back(fmt::format("pipeline.pipe_partitioned {} -> p2p_scatter={}", flag.dump(), flag.get<bool>() ? "on" : "off"));
     } else if (key == "activation_checkpointing" || key == "pipeline" || key == "tensor_parallel" ||
                key == "sequence_parallel_size" || key == "comms_logger" || key == "data_efficiency") {
       out.not_modelled.push_back(key);

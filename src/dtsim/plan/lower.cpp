@@ -183,8 +183,9 @@ std::uint32_t Lowering::comm(RankState& s, Stream stream, CommOp op, int group_i
 
 Bytes Lowering::boundary_bytes() const {
   const double hidden = graph_.transformer ? static_cast<double>(graph_.transformer->hidden) : 0;
-  // Megatron sends 1/tp of the activation and all-gathers it over NVLink
-  // (scatter-gather); DeepSpeed's PipelineEngine sends each rank's whole copy.
+  // Megatron-LM and DeepSpeed's PipelineEngine send 1/tp of the activation
+  // and all-gather it over NVLink (scatter-gather, partitioned pipes);
+  // p2p_scatter=off sends each rank's whole copy.
   const int split = r_.s.splits_pipeline_sends() ? r_.s.tp : 1;
   return Bytes(static_cast<double>(graph_.seq_len) * hidden * hw::activation_bytes(r_.s.dtype) * r_.s.mbs /
                (split * r_.s.cp));

@@ -102,14 +102,16 @@ struct Strategy {
   /// Pipeline sends overlap the sender's next compute (off: the sender waits
   /// until its peer has received, as Megatron-LM's 2021 blocking transfers did).
   bool p2p_overlap = true;
-  /// On: each tensor-parallel rank sends 1/tp of a stage's activation and
-  /// the receiving stage all-gathers it over NVLink (Megatron-LM's
-  /// scatter-gather of 2021, its default). Off: every tensor-parallel rank
-  /// sends the whole activation, as DeepSpeed's PipelineEngine does
-  /// (Megatron-DeepSpeed's BLOOM) and Megatron-LM's
-  /// --no-scatter-gather-tensors-in-pipeline. Unset: off under
-  /// framework=deepspeed, whose pipeline is that engine, else on.
-  std::optional<bool> p2p_scatter;
+  /// On (the default): each tensor-parallel rank sends 1/tp of a stage's
+  /// activation and its gradient, and the receiving stage all-gathers it
+  /// over NVLink (not costed): Megatron-LM's scatter-gather of 2021, and
+  /// DeepSpeed's PipelineEngine, which partitions the first output over the
+  /// tensor-parallel group before it sends (is_pipe_partitioned and
+  /// is_grad_partitioned, on with model parallelism since the engine's first
+  /// version). Off: every tensor-parallel rank sends the whole activation,
+  /// as Megatron-LM's --no-scatter-gather-tensors-in-pipeline and DeepSpeed's
+  /// "pipeline": {"pipe_partitioned": false} (since November 2023) run it.
+  bool p2p_scatter = true;
   int zero = 0;         ///< ZeRO stage 0..3
   bool sp = false;      ///< Megatron sequence parallelism (needs tp > 1)
   Schedule schedule = Schedule::kOneFOneB;
@@ -165,9 +167,7 @@ struct Strategy {
   }
   /// Whether a pipeline send carries 1/tp of the activation: p2p_scatter, or
   /// sequence parallelism, under which every rank holds 1/tp of it anyway.
-  [[nodiscard]] bool splits_pipeline_sends() const {
-    return sp || p2p_scatter.value_or(framework != Framework::kDeepspeed);
-  }
+  [[nodiscard]] bool splits_pipeline_sends() const { return sp || p2p_scatter; }
   [[nodiscard]] bool fused_optimizer() const {
     return optimizer == Optimizer::kAuto ? framework != Framework::kPytorch : optimizer == Optimizer::kFused;
   }
