@@ -20,6 +20,11 @@ json load(const std::filesystem::path& path) {
   return json::parse(in);
 }
 
+// A file of the published runs kept in this repository (tests/validation/).
+std::filesystem::path validation_file(const std::string& name) {
+  return std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / name;
+}
+
 json transformer(const std::string& name, int layers, int hidden, int heads, int ffn, int vocab, int seq,
                  const std::string& positions) {
   return json{{"name", name},   {"kind", "transformer"}, {"layers", layers}, {"hidden", hidden},
@@ -184,7 +189,7 @@ void flash_attention_2(const json& c, std::vector<Case>& out) {
 // after their layer's backward (the asynchronous one came in September 2021,
 // 16c90445e7: tp_overlap=off).
 void megatron_sc21(const json& table, std::vector<Case>& out) {
-  const auto scripts_path = std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "megatron-sc21-scripts.json";
+  const auto scripts_path = validation_file("megatron-sc21-scripts.json");
   const json scripts = load(scripts_path);
   const int seq = table["common"]["seq_len"], vocab = table["common"]["vocab"];
   for (const json& row : table["rows"]) {
@@ -348,7 +353,7 @@ void bloom(const json& c, std::vector<Case>& out) {
   k.generation = "A100";
   k.model = transformer(k.id, m["layers"], m["hidden"], m["heads"], m["ffn_hidden"], m["vocab"], m["seq_len"], "alibi");
   k.model["bias"] = true;
-  k.cluster = (std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "jean-zay-a100.json").string();
+  k.cluster = validation_file("jean-zay-a100.json").string();
   k.gpus = gpus;
   k.nodes = gpus / 8;
   k.strategy = fmt::format("framework=megatron,tp={},pp={},dp={},mbs={},gbs={},dtype=bf16,recompute=full,zero=1,overlap=off,"
@@ -383,7 +388,7 @@ void vtrain(const json& row, std::vector<Case>& out) {
   const int hidden = row["hidden"];
   k.model = transformer(k.id, row["layers"], hidden, row["heads"], 4 * hidden, 50257, row["seq_len"], "learned");
   k.model["bias"] = true;
-  k.cluster = (std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "vtrain-a100.json").string();
+  k.cluster = validation_file("vtrain-a100.json").string();
   k.gpus = gpus;
   k.nodes = gpus / 8;
   k.strategy = fmt::format("framework=megatron,tp={},pp={},dp={},mbs={},gbs={},dtype=fp16,recompute=full,zero=0,overlap=off,"
@@ -537,8 +542,7 @@ const std::vector<Source>& sources() {
                 "as zero=1 (it all-reduces the fp32 gradients where dtsim reduce-scatters them: about 0.4 s a step "
                 "uncharged); not modelled: the attention mask the PipelineEngine sends whole beside each partitioned "
                 "activation, the next stage's all-gather of the parts, the tied embedding's all-reduce between the "
-                "first and the last stage, "
-                "DeepSpeed's Python between its pipeline instructions"},
+                "first and the last stage, DeepSpeed's Python between its pipeline instructions"},
       {"vtrain 3.6B", "the A100s as the 80 GB part and the 800 Gb/s a node as 4 HDR NICs on one non-blocking switch "
                       "(tests/validation/vtrain-a100.json; NVSwitch at the bus efficiency of the source's own all-reduce "
                       "table); fp16 with DeepSpeed's unsharded FP16 optimizer (zero=0); GPT-2's vocabulary of 50257; not "
@@ -582,7 +586,7 @@ std::vector<Case> end_to_end_cases() {
 
 std::vector<Case> outside_shared_cases() {
   std::vector<Case> out;
-  const json all = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "outside-shared.json");
+  const json all = load(validation_file("outside-shared.json"));
   for (const json& c : all["cases"]) {
     const std::string id = c["id"];
     if (id.rfind("mleng_", 0) == 0) ml_engineering(c, out);
@@ -592,10 +596,10 @@ std::vector<Case> outside_shared_cases() {
     if (id.rfind("deepseek_v3_", 0) == 0) deepseek_v3(c, out);
     if (id.rfind("bloom_", 0) == 0) bloom(c, out);
   }
-  llm_foundry_table(load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "llm-foundry-mpt.json"), out);
-  const json bridge = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "megatron-bridge.json");
+  llm_foundry_table(load(validation_file("llm-foundry-mpt.json")), out);
+  const json bridge = load(validation_file("megatron-bridge.json"));
   for (const json& row : bridge["rows"]) megatron_bridge(row, out);
-  const json vtrain_runs = load(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "vtrain-runs.json");
+  const json vtrain_runs = load(validation_file("vtrain-runs.json"));
   for (const json& row : vtrain_runs["rows"]) vtrain(row, out);
   return out;
 }

@@ -232,10 +232,11 @@ TEST(LaunchConfig, DeepSpeedConfigMapsKeyByKey) {
                            .not_modelled,
                        "optimizer.type OneBitAdam"));
   // The PipelineEngine partitions its sends over tensor parallelism unless told not to.
-  const plan::LaunchStrategy whole =
-      plan::from_deepspeed_config(nlohmann::json::parse(R"({"pipeline": {"pipe_partitioned": false}})"), "ds.json");
+  const plan::LaunchStrategy whole = plan::from_deepspeed_config(
+      nlohmann::json::parse(R"({"pipeline": {"pipe_partitioned": false, "grad_partitioned": false}})"), "ds.json");
   EXPECT_EQ(whole.strategy, "framework=deepspeed,p2p_scatter=off,overlap=off");
   EXPECT_TRUE(contains(whole.mapped, "pipeline.pipe_partitioned false -> p2p_scatter=off"));
+  EXPECT_TRUE(contains(whole.not_modelled, "pipeline.grad_partitioned"));
   EXPECT_TRUE(plan::parse_strategy("framework=deepspeed,tp=2").splits_pipeline_sends());
   EXPECT_TRUE(contains(plan::from_deepspeed_config(nlohmann::json::parse(R"({"pipeline": {"activation_checkpoint_interval": 1}})"),
                                                    "ds.json")

@@ -26,6 +26,8 @@ namespace {
 struct Point {
   std::int64_t seq = 0, head_dim = 0;
   bool causal = false, backward = false;
+  /// Sequences x heads: 16k tokens of hidden 2048.
+  [[nodiscard]] std::int64_t heads() const { return (2048 / head_dim) * (16384 / seq); }
 };
 
 // The kernels of attention_pytorch (flash-attention benchmarks/
@@ -42,7 +44,7 @@ struct Point {
 // that; beyond, its block kernels read a row again or stage it in shared
 // memory, which only adds time, so the gap there is a lower bound.
 double modelled_seconds(const hw::KernelModel& a100, const Point& p) {
-  const std::int64_t heads = (2048 / p.head_dim) * (16384 / p.seq);  // sequences x heads
+  const std::int64_t heads = p.heads();
   const double scores = static_cast<double>(heads) * static_cast<double>(p.seq * p.seq);
   const double tensor_bytes = 16384.0 * 2048.0 * 2.0;  // q, k, v or a gradient, fp16
   const auto gemm = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
@@ -70,8 +72,7 @@ TEST(KernelModel, UnfusedAttentionAgainstFlashAttention2sPyTorchAttention) {
     for (std::size_t i = 0; i < series.at("tflops").size(); ++i) {
       if (series.at("tflops")[i].is_null()) continue;  // out of memory
       const Point p{fa2.at("sequence_lengths")[i], series.at("head_dim"), series.at("causal"), series.at("pass") == "bwd"};
-      const std::int64_t heads = (2048 / p.head_dim) * (16384 / p.seq);
-      const double flops = hw::attention_flops(heads, p.seq, p.head_dim, p.causal, p.backward);
+      const double flops = hw::attention_flops(p.heads(), p.seq, p.head_dim, p.causal, p.backward);
       const double dtsim = flops / modelled_seconds(a100, p) / 1e12, measured = series.at("tflops")[i];
       const double ratio = dtsim / measured;
       fmt::print("  PyTorch attention {} head size {:>3}{:>8} {:>5} tokens: dtsim {:>3.0f} TFLOP/s, measured {:>3.0f}: {:.2f}x\n",

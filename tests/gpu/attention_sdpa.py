@@ -11,26 +11,12 @@ FLOPs as the FlashAttention papers count them: forward 4*b*h*s^2*d, half under a
 mask; backward 2.5x the forward. CUDA events around back-to-back calls, 3 warm-ups,
 median of 10."""
 import json
-import statistics
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.functional import scaled_dot_product_attention as sdpa
 
-
-def timed(fn, repeats=10, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1e3)  # us
-    return statistics.median(times), times
+from cuda_events import timed  # tests/gpu/cuda_events.py, beside this script
 
 
 def main():

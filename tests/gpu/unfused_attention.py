@@ -17,24 +17,10 @@ passes them). The whole attention_pytorch of FlashAttention-2's benchmark is tim
 forward and backward, so that the kernels can be summed against it."""
 import json
 import math
-import statistics
 
 import torch
 
-
-def timed(fn, repeats=10, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1e3)  # us
-    return statistics.median(times)
+from cuda_events import timed  # tests/gpu/cuda_events.py, beside this script
 
 
 def attention_pytorch(qkv, causal):
@@ -85,7 +71,7 @@ def point(seq, d, dtype):
     }
     rows = []
     for name, (fn, flops, shape) in kernels.items():
-        us = timed(fn)
+        us, _ = timed(fn)
         row = {"kernel": name, "seq": seq, "head_dim": d, "batch_heads": bh, "dtype": str(dtype).split(".")[-1], "us": us}
         if flops:
             row.update({"m": shape[0], "n": shape[1], "k": shape[2], "tflops": flops / us / 1e6})
@@ -94,14 +80,14 @@ def point(seq, d, dtype):
         rows.append(row)
     for causal in (False, True):
         qkv = torch.randn(batch, seq, 3, heads, d, device="cuda", dtype=dtype, requires_grad=True)
-        forward = timed(lambda: attention_pytorch(qkv, causal))
+        forward, _ = timed(lambda: attention_pytorch(qkv, causal))
         out = attention_pytorch(qkv, causal)
         grad = torch.randn_like(out)
 
         def both():
             attention_pytorch(qkv, causal).backward(grad)
         flops = 4 * batch * heads * seq * seq * d / (2 if causal else 1)
-        total = timed(both)
+        total, _ = timed(both)
         rows.append({"kernel": "attention_pytorch", "causal": causal, "seq": seq, "head_dim": d, "batch_heads": bh,
                      "dtype": str(dtype).split(".")[-1], "forward_us": forward, "backward_us": total - forward,
                      "forward_tflops": flops / forward / 1e6, "backward_tflops": 2.5 * flops / (total - forward) / 1e6})

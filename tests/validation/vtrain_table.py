@@ -2,8 +2,8 @@
 """Writes tests/validation/vtrain-runs.json: the 109 multi-node training runs
 vTrain's authors measured on A100s to validate their simulator
 (VIA-Research/vTrain, data/ground_truth_multi.csv at f8dda84, MIT licence),
-with the 8-GPU all-reduce table the same repository measured on one of its
-nodes (trace/a100/AR_GPU{2,4,8}_1M_1024M_LUT).
+with the all-reduce tables over 2, 4 and 8 GPUs the same repository measured
+on one of its nodes (trace/a100/AR_GPU{2,4,8}_1M_1024M_LUT).
 
     tests/validation/vtrain_table.py VTRAIN_GIT_DIR > tests/validation/vtrain-runs.json
 
@@ -14,6 +14,7 @@ node, 800 Gb/s between nodes and 150 GB/s inside one
 (config/validation/multi/*.json). The figures are the source's: nothing is
 derived here.
 """
+import collections
 import csv
 import io
 import json
@@ -33,7 +34,7 @@ def show(git_dir, path):
 def runs(git_dir):
     """The rows in the file's order; a layout measured twice keeps both, the second as repeat 2."""
     out = []
-    seen = {}
+    seen = collections.Counter()
     for r in csv.DictReader(io.StringIO(show(git_dir, RUNS))):
         out.append({"params_b": float(r["Parameters (billion)"]), "gpus": int(r["# GPUs"]),
                     "gbs": int(r["global batch"]), "mbs": int(r["micro batch"]), "hidden": int(r["hidden size"]),
@@ -42,7 +43,7 @@ def runs(git_dir):
                     "dp": int(r["data parallelism"]), "pp": int(r["pipeline parallelism"]),
                     "iteration_ms": float(r["iteration time (ms)"])})
         layout = tuple(out[-1][key] for key in ("params_b", "tp", "dp", "pp", "mbs", "gbs"))
-        seen[layout] = seen.get(layout, 0) + 1
+        seen[layout] += 1
         if seen[layout] > 1:
             out[-1]["repeat"] = seen[layout]
     return out

@@ -130,10 +130,12 @@ CollectivePlan Network::plan(CollectiveOp op, std::span<const int> gpus, Bytes b
   // the GPUs of one process, or MPI ranks of one host), so its fit stands for
   // groups inside one node; a group of as many ranks across nodes crosses the
   // network the fit never saw, and takes the fabric's model.
-  const int node = cluster_->node_of_endpoint(gpus.front());
-  const bool one_node = std::all_of(gpus.begin(), gpus.end(), [&](int g) { return cluster_->node_of_endpoint(g) == node; });
-  auto fit = options_.measured.find({op, static_cast<int>(gpus.size())});
-  if (one_node && fit != options_.measured.end()) {
+  const auto fit = options_.measured.find({op, static_cast<int>(gpus.size())});
+  const auto in_one_node = [&] {
+    const int node = cluster_->node_of_endpoint(gpus.front());
+    return std::all_of(gpus.begin(), gpus.end(), [&](int g) { return cluster_->node_of_endpoint(g) == node; });
+  };
+  if (fit != options_.measured.end() && in_one_node()) {
     // The fit stands for whatever the library did; scale it as a what-if asks.
     none.fixed = fit->second.latency * options_.latency_scale + bytes / (fit->second.bandwidth * options_.intra_bandwidth_scale);
     none.algorithm = algorithm == Algorithm::kAuto ? Algorithm::kRing : algorithm;

@@ -451,6 +451,9 @@ LaunchStrategy from_deepspeed_config(const nlohmann::json& config, const std::st
       }
       add(out, flag.get<bool>() ? "p2p_scatter=on" : "p2p_scatter=off");
       out.mapped.push_back(fmt::format("pipeline.pipe_partitioned {} -> p2p_scatter={}", flag.dump(), flag.get<bool>() ? "on" : "off"));
+      for (const auto& [sub, unused] : value.items()) {
+        if (sub != "pipe_partitioned") out.not_modelled.push_back("pipeline." + sub);
+      }
     } else if (key == "activation_checkpointing" || key == "pipeline" || key == "tensor_parallel" ||
                key == "sequence_parallel_size" || key == "comms_logger" || key == "data_efficiency") {
       out.not_modelled.push_back(key);
