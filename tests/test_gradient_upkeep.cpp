@@ -103,3 +103,36 @@ TEST(GradientUpkeep, AnEmbeddingsGradientIsADenseTable) {
   const double tp2 = embedding_backward_bytes(run("framework=megatron,tp=2,dp=4,mbs=1,gbs=8,grad_reduce=fp32"));
   EXPECT_LT(tp2, 0.6 * megatron);
 }
+
+// Megatron's optimizer step (megatron/optimizer/optimizer.py; Megatron-Core's
+// DistributedOptimizer over its shard), bytes a parameter: fp16 copies its
+// 16-bit main gradients to fp32 (6) and unscales them (8), the norm reads
+// them (4), FusedAdam moves 28, the fp32 weights are copied into the 16-bit
+// ones (6), and the main_grad buffer is zeroed (2 in fp16, 4 in fp32), all
+// of it, not the distributed optimizer's shard.
+TEST(GradientUpkeep, MegatronsStepMakesItsOwnPassesOverTheGradients) {
+  auto step_bytes = [](const driver::Simulation& s) {
+    for (const plan::Kernel& k : s.tasks.kernels) {
+      if (k.name == "optimizer.adam") return bytes_of(k);
+    }
+    return 0.0;
+  };
+  auto params = [](const driver::Simulation& s) {
+    double p = 0;
+    for (const model::Layer& l : s.graph.layers) {
+      for (const model::Op& op : l.ops) p += op.params;
+    }
+    return p;
+  };
+  const driver::Simulation fp16 = run("framework=megatron,dp=8,mbs=1,gbs=8,dtype=fp16,overlap=off");
+  EXPECT_NEAR(step_bytes(fp16), 54.0 * params(fp16), 1e-6 * params(fp16));
+  const driver::Simulation bf16 = run("framework=megatron,dp=8,mbs=1,gbs=8,dtype=bf16");
+  EXPECT_NEAR(step_bytes(bf16), 42.0 * params(bf16), 1e-6 * params(bf16));  // 38 + 4, no main copy nor unscaling
+  const driver::Simulation fp32 = run("framework=megatron,dp=8,mbs=1,gbs=8,dtype=fp32");
+  EXPECT_NEAR(step_bytes(fp32), 36.0 * params(fp32), 1e-6 * params(fp32));  // norm, Adam, the buffer
+  const driver::Simulation sharded = run("framework=megatron,dp=8,mbs=1,gbs=8,dtype=bf16,zero=1");
+  EXPECT_NEAR(step_bytes(sharded), (38.0 / 8 + 4.0) * params(sharded), 1e-6 * params(sharded));
+  // PyTorch's loop over apex's FusedAdam: the norm, Adam writing the 16-bit weights, the gradients zeroed.
+  const driver::Simulation pytorch = run("framework=pytorch,dp=8,mbs=1,gbs=8,dtype=bf16,optimizer=fused");
+  EXPECT_NEAR(step_bytes(pytorch), 38.0 * params(pytorch), 1e-6 * params(pytorch));
+}

@@ -192,7 +192,8 @@ Bytes Lowering::boundary_bytes() const {
 }
 
 // Bytes per parameter the step streams through HBM.
-//  - Fused (Megatron's, apex's, DeepSpeed's FusedAdam): the fp32 gradient
+//  - Fused (apex's or DeepSpeed's FusedAdam in a PyTorch loop; Megatron's
+//    own step is megatron_step_bytes_per_param): the fp32 gradient
 //    read for its global norm (clipping); Adam reading master weights, m,
 //    v and gradient (16) and writing the first three back (12) with, in
 //    mixed precision, the 16-bit weights (2); the gradients zeroed for the
@@ -210,9 +211,46 @@ double Lowering::optimizer_bytes_per_param() const {
   const bool fp16 = r_.s.dtype == hw::Dtype::kFp16;
   const bool sixteen_bit = fp16 || r_.s.dtype == hw::Dtype::kBf16;
   if (deepspeed_buckets() && sixteen_bit && r_.s.fused_optimizer()) return deepspeed_step_bytes_per_param();
+  if (r_.s.framework == Framework::kMegatron && r_.s.fused_optimizer()) return megatron_step_bytes_per_param();
   if (!r_.s.fused_optimizer()) return 12.0 + 80.0 + (fp16 ? 8.0 : 0.0);
   const bool mixed = r_.s.dtype != hw::Dtype::kFp32 && r_.s.dtype != hw::Dtype::kTf32;
   return 4.0 + 16.0 + 12.0 + (mixed ? 2.0 : 0.0) + 4.0 + (fp16 ? 4.0 : 0.0);
+}
+
+// Megatron-LM's step (megatron/optimizer/optimizer.py, MixedPrecisionOptimizer
+// and Float16OptimizerWithFloat16Params.step from 2021 on; Megatron-Core's
+// DistributedOptimizer makes the same passes over its shard), a kernel or a
+// multi-tensor launch each:
+//  - the main gradients made fp32 (main_grad.float(): a copy, read 2 and
+//    write 4, where the main_grad buffer is 16-bit, as fp16 runs keep it;
+//    none where it is fp32 already);
+//  - under fp16 loss scaling, unscaled and checked for infinities in place
+//    (torch._amp_foreach_non_finite_check_and_unscale_: read 4, write 4);
+//  - their norm for clipping (apex's multi_tensor_l2norm: read 4); scaling
+//    them when the norm exceeds clip_grad depends on the data: not costed;
+//  - apex's FusedAdam: weights, gradient, m and v read (16), weights, m and
+//    v written (12);
+//  - the fp32 main weights copied into the 16-bit model weights
+//    (_copy_main_params_to_model_params, a multi_tensor_scale by 1.0: read
+//    4, write 2).
+// fp32 training has no main copy: norm and Adam.
+double Lowering::megatron_step_bytes_per_param() const {
+  const bool mixed = r_.s.dtype != hw::Dtype::kFp32 && r_.s.dtype != hw::Dtype::kTf32;
+  if (!mixed) return 4.0 + 16.0 + 12.0;
+  const bool sixteen_bit_buffer = bytes_per_param(r_.s).grads < 4.0;
+  const bool fp16 = r_.s.dtype == hw::Dtype::kFp16;
+  return (sixteen_bit_buffer ? 6.0 : 0.0) + (fp16 ? 8.0 : 0.0) + 4.0 + 16.0 + 12.0 + 6.0;
+}
+
+// Megatron zeroes its whole main_grad buffer before each step's first
+// micro-batch (zero_grad_buffer, on by default since the contiguous buffers
+// of 2022; Megatron-Core's DistributedDataParallel.zero_grad_buffer): the
+// buffer holds every weight of the stage, not the distributed optimizer's
+// shard. Every other framework's fused step zeroes the gradients it updates
+// (4 bytes in optimizer_bytes_per_param).
+double Lowering::megatron_buffer_zeroing_bytes_per_param() const {
+  if (r_.s.framework != Framework::kMegatron || !r_.s.fused_optimizer()) return 0.0;
+  return bytes_per_param(r_.s).grads;
 }
 
 void Lowering::optimizer(RankState& s, const StageParams& params) {
@@ -224,7 +262,8 @@ void Lowering::optimizer(RankState& s, const StageParams& params) {
   Kernel k{"optimizer.adam", {}, Flops(0), Flops(0)};
   hw::OpWork update;
   update.kind = model::OpKind::kElementwise;
-  update.bytes_moved = Bytes(optimizer_bytes_per_param() * updated);
+  update.bytes_moved = Bytes(optimizer_bytes_per_param() * updated +
+                             megatron_buffer_zeroing_bytes_per_param() * (params.dense + params.experts));
   k.ops.push_back(update);
   tg_.kernels.push_back(k);
   Task task;

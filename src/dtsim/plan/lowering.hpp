@@ -186,6 +186,8 @@ class Lowering {
 
   // A rank's step and its optimizer (lower.cpp).
   double optimizer_bytes_per_param() const;
+  double megatron_step_bytes_per_param() const;
+  double megatron_buffer_zeroing_bytes_per_param() const;
   void optimizer(RankState& s, const StageParams& params);
   StageParams stage_params(int p) const;
   Bytes communication_buffers(int p) const;
