@@ -371,6 +371,49 @@ TEST(Simulation, PipelineSendsCarryTheirTensorParallelShareOrTheWholeActivation)
   EXPECT_DOUBLE_EQ(sent("framework=megatron"), whole / 2);
 }
 
+// The receiving stage all-gathers a split send over its tensor-parallel
+// group before it computes on it (Megatron-LM's gather_split_1d_tensor,
+// DeepSpeed's PartitionedTensor.full()): one whole activation gathered per
+// receive, forward and backward; none when the send was whole, nor under
+// sequence parallelism, whose activations stay split.
+TEST(Simulation, APartitionedReceiveIsGatheredOverTensorParallelismBeforeItIsUsed) {
+  struct Counted {
+    int gathers = 0;
+    double gathered_bytes = 0;
+    bool every_gather_after_its_receive = true;
+  };
+  auto count = [](const std::string& strategy) {
+    const driver::Simulation s = run("tp=2,pp=2,mbs=1,gbs=8,dtype=fp16," + strategy, 1);
+    Counted c;
+    for (std::uint32_t id = 0; id < s.tasks.tasks.size(); ++id) {
+      const plan::Task& t = s.tasks.tasks[id];
+      if (t.kind != plan::TaskKind::kComm) continue;
+      const plan::CommCall& call = s.tasks.calls[static_cast<std::size_t>(t.payload)];
+      if (t.stream != plan::Stream::kTpComm || call.op != plan::CommOp::kAllGather || t.layer != -1) continue;
+      ++c.gathers;
+      c.gathered_bytes = call.bytes.value();
+      bool after = false;
+      for (std::uint32_t d = t.deps_begin; d < t.deps_end; ++d) {
+        const plan::Task& dep = s.tasks.tasks[s.tasks.deps[d]];
+        after = after || (dep.kind == plan::TaskKind::kComm && dep.stream == plan::Stream::kPointToPoint);
+      }
+      c.every_gather_after_its_receive = c.every_gather_after_its_receive && after;
+    }
+    return c;
+  };
+  const double whole = 2048.0 * 2048.0 * 2.0;
+  const Counted split = count("p2p_scatter=on");
+  EXPECT_GT(split.gathers, 0);
+  EXPECT_DOUBLE_EQ(split.gathered_bytes, whole);
+  EXPECT_TRUE(split.every_gather_after_its_receive);
+  // One rank a stage is lowered: the second stage gathers each micro-batch's
+  // activation, the first each gradient, 4 micro-batches (dp 2, gbs 8).
+  EXPECT_EQ(split.gathers, 2 * 4);
+  EXPECT_EQ(count("p2p_scatter=off").gathers, 0);
+  EXPECT_EQ(count("p2p_scatter=on,sp=on").gathers, 0);
+  EXPECT_GT(count("framework=deepspeed").gathers, 0);
+}
+
 // DeepSpeed's ZeRO-2 reduces each backward's gradients to the ranks that
 // own them, every micro-batch; its ZeRO-1, like DDP, reduces once a step.
 TEST(Simulation, DeepSpeedZeroTwoReducesEveryMicroBatch) {

@@ -169,12 +169,14 @@ bool Lowering::advance(RankState& s, PassCursor& p, bool pause_after_ep) {
   if (!p.layers) {
     p.layers = &layers_of(s.x.p, p.chunk);
     if (!p.backward && v > 0) {
-      p.recv = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v - 1), p2p_tag(p.mb, v - 1, false),
-                    boundary_bytes(), Phase::kForward, p.mb, -1, {});
+      p.recv = gather_received(s, comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v - 1),
+                                       p2p_tag(p.mb, v - 1, false), boundary_bytes(), Phase::kForward, p.mb, -1, {}),
+                               Phase::kForward, p.mb);
     }
     if (p.backward && v < virtual_stages_ - 1) {
-      p.recv = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v), p2p_tag(p.mb, v, true), boundary_bytes(),
-                    Phase::kBackward, p.mb, -1, {});
+      p.recv = gather_received(s, comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v), p2p_tag(p.mb, v, true),
+                                       boundary_bytes(), Phase::kBackward, p.mb, -1, {}),
+                               Phase::kBackward, p.mb);
     }
     if (ahead && !p.layers->empty()) p.next_gather = gather(s, p.layers->back(), true, p.mb);
   }
@@ -218,6 +220,21 @@ bool Lowering::advance(RankState& s, PassCursor& p, bool pause_after_ep) {
     if (!r_.s.p2p_overlap) s.unfinished_send = send;
   }
   return true;
+}
+
+// A stage that received 1/tp of an activation or its gradient (p2p_scatter
+// without sequence parallelism) all-gathers it over its tensor-parallel
+// group before it computes on it: Megatron-LM's scatter-gather
+// (p2p_communication.py, gather_split_1d_tensor after each receive, on the
+// compute stream, from 2021) and DeepSpeed's partitioned pipes
+// (PipelineEngine._exec_recv_activations and _exec_recv_grads:
+// PartitionedTensor.full(), an all-gather over the model-parallel group).
+// Under sequence parallelism the activation is the rank's part of the
+// sequence already, and nothing is gathered.
+TaskRef Lowering::gather_received(RankState& s, std::uint32_t recv, Phase phase, int mb) {
+  if (!r_.s.p2p_scatter || r_.s.sp || r_.s.tp <= 1 || s.tp_group < 0) return recv;
+  return comm(s, Stream::kTpComm, CommOp::kAllGather, s.tp_group, s.tp_calls++, boundary_bytes() * r_.s.tp, phase, mb,
+              -1, {recv});
 }
 
 // What follows a layer's last step: ZeRO-3's bookkeeping and its

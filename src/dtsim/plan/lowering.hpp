@@ -174,6 +174,7 @@ class Lowering {
   };
 
   bool advance(RankState& s, PassCursor& p, bool pause_after_ep);
+  TaskRef gather_received(RankState& s, std::uint32_t recv, Phase phase, int mb);
   void finish_layer(RankState& s, PassCursor& p, int layer, bool last_layer);
   void accumulate_gradients(RankState& s, int layer, int mb);
   // A streaming kernel of a layer's weights or gradients on the compute

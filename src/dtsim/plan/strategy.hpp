@@ -104,7 +104,7 @@ struct Strategy {
   bool p2p_overlap = true;
   /// On (the default): each tensor-parallel rank sends 1/tp of a stage's
   /// activation and its gradient, and the receiving stage all-gathers it
-  /// over NVLink (not costed): Megatron-LM's scatter-gather of 2021, and
+  /// over its tensor-parallel group (Lowering::gather_received): Megatron-LM's scatter-gather of 2021, and
   /// DeepSpeed's PipelineEngine, which partitions the first output over the
   /// tensor-parallel group before it sends (is_pipe_partitioned and
   /// is_grad_partitioned, on with model parallelism since the engine's first
