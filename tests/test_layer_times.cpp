@@ -74,7 +74,7 @@ TEST(LayerTimes, Korthikanti22BLayerOnEightA100s) {
       topo::load_cluster(driver::resolve_input("superpod-a100", "topologies", "--cluster"), catalog, {1});
   int rows = 0;
   double abs_sum = 0;
-  std::vector<double> measured_total, predicted_total;
+  std::vector<double> measured_total, predicted_total, backward_ms;
   for (const json& row : table.at("rows")) {
     driver::SimulationRequest request;
     request.strategy = table.at("strategy").get<std::string>() + "," + row.at("strategy").get<std::string>();
@@ -93,6 +93,7 @@ TEST(LayerTimes, Korthikanti22BLayerOnEightA100s) {
     rows += 2;
     measured_total.push_back(fwd + bwd);
     predicted_total.push_back(t.forward_ms + t.backward_ms);
+    backward_ms.push_back(t.backward_ms);
   }
   ASSERT_EQ(rows, 10);
   fmt::print("  10 figures: {:.1f}% mean |error|\n", 100 * abs_sum / rows);
@@ -107,4 +108,14 @@ TEST(LayerTimes, Korthikanti22BLayerOnEightA100s) {
     EXPECT_LT(overhead(*v, 4), overhead(*v, 3));
   }
   EXPECT_NEAR(overhead(predicted_total, 2), overhead(measured_total, 2), 0.05);  // 39% measured
+  // Selective recomputation reruns exactly the attention core (QK^T, the
+  // fused softmax, dropout, AV: checkpoint_core_attention), so its backward
+  // less the baseline's is the core's forward, timed inside the layer:
+  // 1.3 ms measured (13.2 - 11.9, each rounded to 0.1 ms), dtsim's 1.10 ms.
+  const double core_measured = table.at("rows")[3].at("backward_ms").get<double>() - table.at("rows")[0].at("backward_ms").get<double>();
+  const double core_dtsim = backward_ms[3] - backward_ms[0];
+  fmt::print("  the attention core's forward (selective's backward less the baseline's): {:.2f} ms, measured {:.1f} ms\n",
+             core_dtsim, core_measured);
+  EXPECT_GT(core_dtsim, 0.7 * core_measured);
+  EXPECT_LT(core_dtsim, 1.0 * core_measured);  // today 0.85 of it: dtsim's Megatron core is fast
 }
