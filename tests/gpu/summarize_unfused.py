@@ -28,6 +28,18 @@ def main():
     print(f"# {results['gpu']} (torch {results['torch']}, CUDA {results['cuda']}) against dtsim's {device}")
     print(f"{'kernel':<28} {'dtype':<9} {'head':>4} {'seq':>5} {'measured us':>12} {'dtsim us':>10} {'ratio':>6}")
     for r in results["rows"]:
+        if r.get("kernel") == "megatron_core_forward" and "forward_us" in r:
+            # dtsim's Megatron core forward: the two batched GEMMs, then the score
+            # passes at the streaming rate (the fused causal softmax's 1.5 passes,
+            # dropout's 2 and its 1-byte mask) and the context's permute copy.
+            bh, seq, d = r["batch_heads"], r["seq"], r["head_dim"]
+            gemm = lambda m, n, k: model_us(["gemm", "--m", str(m), "--n", str(n), "--k", str(k), "--batch", str(bh),
+                                             "--dtype", "fp16"])
+            score_bytes = bh * seq * seq * (3.5 * 2 + 1) + 2 * 2 * bh * seq * d
+            us = gemm(seq, seq, d) + gemm(seq, d, seq) + model_us(["memory", "--bytes", f"{score_bytes} B"])
+            print(f"{'megatron core ' + r['shape']:<28} {r['dtype']:<9} {d:>4} {seq:>5} {r['forward_us']:>12.1f} "
+                  f"{us:>10.1f} {r['forward_us'] / us:>6.2f}  (softmax: {r['softmax']}, {r['softmax_us']:.1f} us)")
+            continue
         if "us" not in r:
             continue
         dtype = "fp16" if r["dtype"] == "float16" else "bf16"

@@ -14,7 +14,10 @@ PyTorch calls them (torch.baddbmm / torch.bmm: cuBLAS strided-batched GEMMs), on
 contiguous operands (the FlashAttention benchmark's rearranged q, k, v) and once on
 Megatron's layout ([seq, batch x heads, head] views transposed, as its CoreAttention
 passes them). The whole attention_pytorch of FlashAttention-2's benchmark is timed too,
-forward and backward, so that the kernels can be summed against it."""
+forward and backward, so that the kernels can be summed against it; and Megatron's
+attention core forward, with its fused causal softmax where Transformer Engine or
+Megatron's extension provides it, at the shapes of two A100 rows dtsim predicts too fast
+(README, "One Megatron layer on the A100"), against dtsim's cost of the same kernels.""" 
 import json
 import math
 
@@ -94,8 +97,62 @@ def point(seq, d, dtype):
     return rows
 
 
+def fused_upper_triang_softmax():
+    """Megatron's fused causal softmax (scaled_upper_triang_masked_softmax), from
+    Transformer Engine or Megatron's own extension where either is installed; None
+    where neither is (the core is then timed with PyTorch's mask and softmax)."""
+    try:
+        import transformer_engine_torch as tex
+        return "transformer_engine", tex.scaled_upper_triang_masked_softmax_forward
+    except ImportError:
+        pass
+    try:
+        import scaled_upper_triang_masked_softmax_cuda as megatron
+        return "megatron", megatron.forward
+    except ImportError:
+        return None
+
+
+def megatron_core(name, samples, heads, seq, d, dtype=torch.float16):
+    """The attention core as Megatron-LM ran it in 2021-2022 (megatron/model/transformer.py,
+    CoreAttention) at the shapes of an A100 row dtsim misses: baddbmm of q and k in its
+    [seq, batch x heads, head] layout, the scaled causal softmax, dropout 0.1, bmm with v,
+    and the context permuted back to [seq, batch, hidden]. Korthikanti et al.'s 22B layer
+    (tp 8: 4 samples x 8 heads of 96) and the SC'21 1.7B row (16 samples x 24 heads of 96)."""
+    bh = samples * heads
+    rnd = lambda *shape: torch.randn(*shape, device="cuda", dtype=dtype)
+    qm, km, vm = rnd(seq, bh, d), rnd(seq, bh, d), rnd(seq, bh, d)
+    scores = torch.empty(bh, seq, seq, device="cuda", dtype=dtype)
+    mask = torch.triu(torch.full((seq, seq), -10000.0, device="cuda"), 1).to(dtype)
+    fused = fused_upper_triang_softmax()
+    scale = 1.0 / math.sqrt(d)
+
+    def softmax(s):
+        if fused:
+            return fused[1](s, 1.0)
+        return torch.softmax(s + mask, dim=-1)
+
+    def core():
+        s = torch.baddbmm(scores, qm.transpose(0, 1), km.transpose(0, 1).transpose(1, 2), beta=0, alpha=scale)
+        p = torch.ops.aten.native_dropout(softmax(s), 0.1, True)[0]
+        context = torch.bmm(p, vm.transpose(0, 1))  # [b x np, s, hn]
+        return context.view(samples, heads, seq, d).permute(2, 0, 1, 3).contiguous()
+    us, _ = timed(core)
+    s = torch.baddbmm(scores, qm.transpose(0, 1), km.transpose(0, 1).transpose(1, 2), beta=0, alpha=scale)
+    softmax_us, _ = timed(lambda: softmax(s))
+    return {"kernel": "megatron_core_forward", "shape": name, "samples": samples, "heads": heads, "seq": seq,
+            "head_dim": d, "batch_heads": bh, "dtype": str(dtype).split(".")[-1], "forward_us": us,
+            "softmax_us": softmax_us, "softmax": fused[0] if fused else "pytorch (no fused kernel installed)"}
+
+
 def main():
     rows = []
+    for shape in (("korthikanti_22b_tp8", 4, 8, 2048, 96), ("sc21_1.7b", 16, 24, 2048, 96)):
+        try:
+            rows.append(megatron_core(*shape))
+        except RuntimeError as e:  # out of memory
+            rows.append({"kernel": "megatron_core_forward", "shape": shape[0], "error": str(e).splitlines()[0]})
+        torch.cuda.empty_cache()
     for dtype in (torch.float16, torch.bfloat16):
         for d in (64, 128):
             for seq in (512, 1024, 2048, 4096):
