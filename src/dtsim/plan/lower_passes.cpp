@@ -174,8 +174,8 @@ bool Lowering::advance(RankState& s, PassCursor& p, bool pause_after_ep) {
                                Phase::kForward, p.mb);
     }
     if (p.backward && v < virtual_stages_ - 1) {
-      p.recv = gather_received(s, comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v), p2p_tag(p.mb, v, true),
-                                       boundary_bytes(), Phase::kBackward, p.mb, -1, {}),
+      p.recv = gather_received(s, comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v),
+                                       p2p_tag(p.mb, v, true), boundary_bytes(), Phase::kBackward, p.mb, -1, {}),
                                Phase::kBackward, p.mb);
     }
     if (ahead && !p.layers->empty()) p.next_gather = gather(s, p.layers->back(), true, p.mb);
