@@ -136,3 +136,35 @@ TEST(GradientUpkeep, MegatronsStepMakesItsOwnPassesOverTheGradients) {
   const driver::Simulation pytorch = run("framework=pytorch,dp=8,mbs=1,gbs=8,dtype=bf16,optimizer=fused");
   EXPECT_NEAR(step_bytes(pytorch), 38.0 * params(pytorch), 1e-6 * params(pytorch));
 }
+
+// Megatron-LM's fp16 runs keep 16-bit main gradients, which its linear
+// layers cannot accumulate into inside the weight-gradient GEMM: the DDP
+// hook adds each micro-batch's gradient into the buffer (main_grad.add_,
+// 6 bytes a parameter), one streaming kernel a block a micro-batch after its
+// backward. fp32 main gradients (bf16, or --accumulate-allreduce-grads-in-fp32)
+// are accumulated inside the GEMM; PyTorch is not Megatron.
+TEST(GradientUpkeep, MegatronsFp16GradientsAreAddedIntoTheirBufferEveryMicroBatch) {
+  auto adds = [](const std::string& strategy) {
+    const driver::Simulation s = run(strategy);
+    int count = 0;
+    for (std::uint32_t id = 0; id < s.tasks.tasks.size(); ++id) {
+      const plan::Task& t = s.tasks.tasks[id];
+      if (t.kind != plan::TaskKind::kCompute || !ends_with(kernel_of(s, id).name, ".main_grad_add")) continue;
+      EXPECT_EQ(t.phase, plan::Phase::kBackward);
+      const model::Layer& layer = s.graph.layers[static_cast<std::size_t>(t.layer)];
+      double params = 0;
+      for (const model::Op& op : layer.ops) params += op.kind == model::OpKind::kEmbedding ? 0.0 : op.params;
+      EXPECT_NEAR(bytes_of(kernel_of(s, id)), 6.0 * params, 1e-6 * params) << kernel_of(s, id).name;
+      ++count;
+    }
+    return count;
+  };
+  // gpt3-1.3b: 24 blocks, the embedding layer (its learned positions; the
+  // word table adds inside its own backward) and the head (its final norm;
+  // the output layer is tied to the table), 4 micro-batches.
+  const int layers = 24 + 2;
+  EXPECT_EQ(adds("framework=megatron,dp=8,mbs=1,gbs=32,dtype=fp16"), 4 * layers);
+  EXPECT_EQ(adds("framework=megatron,dp=8,mbs=1,gbs=32,dtype=fp16,grad_reduce=fp32"), 0);
+  EXPECT_EQ(adds("framework=megatron,dp=8,mbs=1,gbs=32,dtype=bf16"), 0);
+  EXPECT_EQ(adds("framework=pytorch,dp=8,mbs=1,gbs=32,dtype=fp16"), 0);
+}

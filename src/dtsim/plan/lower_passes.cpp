@@ -244,6 +244,7 @@ void Lowering::finish_layer(RankState& s, PassCursor& p, int layer, bool last_la
   p.recv.reset();
   if (!p.backward) return;
   if (p.accumulates && r_.s.autocast_weights()) accumulate_gradients(s, layer, p.mb);
+  if (adds_into_main_grad()) add_into_main_grad(s, layer, p.mb);
   if (sharded_params()) {
     if (r_.s.fsdp_version == 2) {
       // fully_shard copies the 16-bit gradients into the reduce-scatter's
@@ -307,9 +308,36 @@ void Lowering::accumulate_gradients(RankState& s, int layer, int mb) {
   streaming(s, layer, mb, Phase::kBackward, Streaming::kGradientSum, Bytes(12.0 * params), std::nullopt);
 }
 
+// Megatron-LM accumulates a linear layer's weight gradient inside its GEMM
+// only into an fp32 main gradient (gradient_accumulation_fusion, which its
+// arguments.py turns off without --accumulate-allreduce-grads-in-fp32, 2022).
+// Its fp16 runs keep 16-bit main gradients: each weight's gradient lands in
+// .grad and the DDP hook adds it into the buffer (megatron/model/distributed.py,
+// _make_param_hook: main_grad.add_(grad): read 2 and 2, write 2), every
+// micro-batch, on the compute stream. (SC'21's code of 2021, without the
+// contiguous buffer, let autograd sum into .grad from the second
+// micro-batch: one pass a step less.) The embedding's gradient has its own
+// add (LayerSteps::embedding_gradient_bytes). Megatron-Core's Transformer
+// Engine layers accumulate inside the GEMM whatever the buffer.
+bool Lowering::adds_into_main_grad() const {
+  return r_.s.framework == Framework::kMegatron && r_.s.dtype == hw::Dtype::kFp16 && per_param_.grads < 4.0;
+}
+
+void Lowering::add_into_main_grad(RankState& s, int layer, int mb) {
+  const model::Layer& l = graph_.layers[static_cast<std::size_t>(layer)];
+  const auto [dense, experts] = layer_params_[static_cast<std::size_t>(layer)];
+  double params = dense + experts;
+  for (const model::Op& op : l.ops) {
+    if (op.kind == model::OpKind::kEmbedding) params -= params_on_rank(op, r_.s);
+  }
+  if (params <= 0) return;
+  streaming(s, layer, mb, Phase::kBackward, Streaming::kMainGradAdd, Bytes(6.0 * params), std::nullopt);
+}
+
 const char* Lowering::suffix(Streaming kind) {
   switch (kind) {
     case Streaming::kGradientSum: return ".grad_accumulate";
+    case Streaming::kMainGradAdd: return ".main_grad_add";
     case Streaming::kFsdpCopyOut: return ".fsdp_copy_out";
     case Streaming::kFsdpCopyIn: return ".fsdp_copy_in";
     case Streaming::kBucketCopy: return ".grad_to_bucket";

@@ -177,10 +177,14 @@ class Lowering {
   TaskRef gather_received(RankState& s, std::uint32_t recv, Phase phase, int mb);
   void finish_layer(RankState& s, PassCursor& p, int layer, bool last_layer);
   void accumulate_gradients(RankState& s, int layer, int mb);
+  bool adds_into_main_grad() const;
+  void add_into_main_grad(RankState& s, int layer, int mb);
   // A streaming kernel of a layer's weights or gradients on the compute
   // stream, after the rank's last compute and `after` (autocast's gradient
   // sum, FSDP2's copies): it becomes the rank's last compute.
-  enum class Streaming { kGradientSum, kFsdpCopyOut, kFsdpCopyIn, kBucketCopy, kBucketScale, kExpertBucketScale };
+  enum class Streaming {
+    kGradientSum, kMainGradAdd, kFsdpCopyOut, kFsdpCopyIn, kBucketCopy, kBucketScale, kExpertBucketScale
+  };
   static const char* suffix(Streaming kind);  ///< of the streaming kernel's name, after its layer's
   std::uint32_t streaming(RankState& s, int layer, int mb, Phase phase, Streaming kind, Bytes bytes, TaskRef after);
   void run_merged(RankState& s, PassCursor forward_pass, PassCursor backward_pass);
