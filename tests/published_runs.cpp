@@ -340,8 +340,9 @@ void llama3_paper(const json& c, std::vector<Case>& out) {
 // of the activation (the engine partitions it over the tensor-parallel
 // group, is_pipe_partitioned), the tensor-parallel all-reduces after their
 // GEMMs (the Megatron-LM it forked predates the asynchronous one), and its
-// BF16_Optimizer's fp32 gradients reduced after the flush with the step
-// sharded over dp (zero=1, overlap=off, grad_reduce=fp32). The cluster is
+// BF16_Optimizer's fp32 gradients, summed from the bf16 ones after every
+// micro-batch (bf16_optimizer=on) and reduced after the flush, with the
+// step sharded over dp (zero=1, overlap=off, grad_reduce=fp32). The cluster is
 // the run's README's description (tests/validation/jean-zay-a100.json).
 void bloom(const json& c, std::vector<Case>& out) {
   const json& m = c["model"];
@@ -357,7 +358,7 @@ void bloom(const json& c, std::vector<Case>& out) {
   k.gpus = gpus;
   k.nodes = gpus / 8;
   k.strategy = fmt::format("framework=megatron,tp={},pp={},dp={},mbs={},gbs={},dtype=bf16,recompute=full,zero=1,overlap=off,"
-                           "grad_reduce=fp32,attention=standard,p2p_overlap=off,tp_overlap=off,"
+                           "grad_reduce=fp32,bf16_optimizer=on,attention=standard,p2p_overlap=off,tp_overlap=off,"
                            "first_stage_layers={},last_stage_layers={}",
                            p["tp"].get<int>(), p["pp"].get<int>(), p["dp"].get<int>(), p["mbs"].get<int>(),
                            p["gbs"].get<int>(), p["first_stage_layers"].get<int>(), p["last_stage_layers"].get<int>());
@@ -539,10 +540,10 @@ const std::vector<Source>& sources() {
                       "multi-plane fabric as hgx-h800's rail-optimized one"},
       {"bloom", "the Omni-Path fabric (an enhanced 8D hypercube) as one non-blocking switch at the links' 100 Gb/s, "
                 "NCCL over it as over InfiniBand; the node's NVLink as an HGX A100's NVSwitch; DeepSpeed's BF16_Optimizer "
-                "as zero=1 (it all-reduces the fp32 gradients where dtsim reduce-scatters them: about 0.4 s a step "
-                "uncharged); not modelled: the attention mask the PipelineEngine sends whole beside each partitioned "
-                "activation, the next stage's all-gather of the parts, the tied embedding's all-reduce between the "
-                "first and the last stage, DeepSpeed's Python between its pipeline instructions"},
+                "as zero=1 with its fp32 gradients summed every micro-batch (bf16_optimizer=on; it all-reduces them "
+                "where dtsim reduce-scatters them: about 0.4 s a step uncharged); not modelled: the attention mask the "
+                "PipelineEngine sends whole beside each partitioned activation, the tied embedding's all-reduce "
+                "between the first and the last stage, DeepSpeed's Python between its pipeline instructions"},
       {"vtrain 3.6B", "the A100s as the 80 GB part and the 800 Gb/s a node as 4 HDR NICs on one non-blocking switch "
                       "(tests/validation/vtrain-a100.json; NVSwitch at the bus efficiency of the source's own all-reduce "
                       "table); fp16 with DeepSpeed's unsharded FP16 optimizer (zero=0); GPT-2's vocabulary of 50257; not "

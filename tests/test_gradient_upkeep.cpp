@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "dtsim/core/input_error.hpp"
 #include "dtsim/driver/simulation.hpp"
 
 using namespace dtsim;
@@ -167,4 +168,34 @@ TEST(GradientUpkeep, MegatronsFp16GradientsAreAddedIntoTheirBufferEveryMicroBatc
   EXPECT_EQ(adds("framework=megatron,dp=8,mbs=1,gbs=32,dtype=fp16,grad_reduce=fp32"), 0);
   EXPECT_EQ(adds("framework=megatron,dp=8,mbs=1,gbs=32,dtype=bf16"), 0);
   EXPECT_EQ(adds("framework=pytorch,dp=8,mbs=1,gbs=32,dtype=fp16"), 0);
+}
+
+// DeepSpeed's BF16_Optimizer (bf16_optimizer=on) sums each micro-batch's bf16
+// gradients into fp32 ones after the backward (update_hp_grads: the cast and
+// the add, 18 bytes a parameter of the stage), before the gradient goes
+// upstream; it runs only under bf16 and ZeRO stage 0 (its own sharded step).
+TEST(GradientUpkeep, DeepSpeedsBf16OptimizerSumsFp32GradientsEveryMicroBatch) {
+  const std::string base = "framework=megatron,pp=2,dp=4,mbs=1,gbs=16,dtype=bf16,zero=1,grad_reduce=fp32";
+  const driver::Simulation s = run(base + ",bf16_optimizer=on");
+  int sums = 0;
+  for (std::uint32_t id = 0; id < s.tasks.tasks.size(); ++id) {
+    if (s.tasks.tasks[id].kind != plan::TaskKind::kCompute || !ends_with(kernel_of(s, id).name, ".hp_grads_add")) continue;
+    EXPECT_EQ(s.tasks.tasks[id].phase, plan::Phase::kBackward);
+    EXPECT_GT(bytes_of(kernel_of(s, id)), 0.0);
+    ++sums;
+  }
+  // One rank a stage is lowered, 4 micro-batches each (gbs 16 over dp 4).
+  EXPECT_EQ(sums, 2 * 4);
+  double stage_bytes = 0, params = 0;
+  for (const plan::Kernel& k : s.tasks.kernels) {
+    if (ends_with(k.name, ".hp_grads_add")) stage_bytes += bytes_of(k);
+  }
+  for (const model::Layer& l : s.graph.layers) {
+    for (const model::Op& op : l.ops) params += op.params;
+  }
+  EXPECT_NEAR(stage_bytes, 18.0 * params, 1e-6 * params);  // the two stages' kernels: every parameter once
+  for (const plan::Kernel& k : run(base).tasks.kernels) EXPECT_FALSE(ends_with(k.name, ".hp_grads_add"));
+  EXPECT_GT(s.report.step_time, run(base).report.step_time);
+  EXPECT_THROW(run("framework=megatron,dp=8,mbs=1,gbs=8,dtype=fp16,bf16_optimizer=on"), core::InputError);
+  EXPECT_THROW(run("framework=megatron,dp=8,mbs=1,gbs=8,dtype=bf16,zero=2,bf16_optimizer=on"), core::InputError);
 }

@@ -146,13 +146,15 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
                                                // bytes as its code moves them (half a pass less forward, one
                                                // less backward): 11.1%; the head and the embedding no longer
                                                // recomputed (Megatron checkpoints its transformer layers only): 12.3%;
-                                               // the context's layout copy and the Q, K, V gradients' cat: 12.0%
-                                               {"megatron-sc21", 0.125}};
+                                               // the context's layout copy and the Q, K, V gradients' cat: 12.0%;
+                                               // Megatron's own optimizer passes, the receiving stage's gather and
+                                               // the fp16 gradients' add into 16-bit main gradients: 9.8%
+                                               {"megatron-sc21", 0.105}};
   for (const auto& [name, s] : by_source) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name)) << name << " (issue 12's target: 0.05)";
   }
-  EXPECT_LE(all.mean(), 0.095);  // 9.0%, 9.2% with only the blocks recomputed, 9.1% with Megatron's layout copies
+  EXPECT_LE(all.mean(), 0.09);  // 8.7% (9.0% before the thirty-sixth session's Megatron costs)
   EXPECT_EQ(all.n, 61);  // 50 cases of published-runs.json (one gives two ends) + 10 SC'21 rows
 }
 
@@ -177,8 +179,10 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // Korthikanti et al.'s runs, optimistic on every row like SC'21's
                                               // (6.2% and 10.4%, 5.7% and 9.2% with the dropout mask's traffic,
                                               // 6.4% and 10.9% with the causal softmax kernel's own bytes, 7.0%
-                                              // with only the blocks recomputed, 6.8% and 10.5% with the layout copies)
-                                              {"megatron-2022", {0.075, 0.115}},
+                                              // with only the blocks recomputed, 6.8% and 10.5% with the layout copies;
+                                              // 3.2% and 7.3% with Megatron's own optimizer passes, the receiving
+                                              // stage's gather and the fp16 gradients' add into main gradients)
+                                              {"megatron-2022", {0.04, 0.08}},
                                               // worst: the GB300 and the GB200 (Blackwell Ultra's doubled
                                               // exponent rate for attention and 1,400 W dtsim takes as the
                                               // B300's), then the 405B on 128 B200s; GEMM rows divided by
@@ -219,8 +223,10 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // BLOOM-176B on 384 A100s (README, "BLOOM"): optimistic as the
                                               // SC'21 rows of the same kernels are, by more; its pipeline
                                               // sends split over tp, as DeepSpeed's PipelineEngine partitions
-                                              // them (0.243 with every rank's whole activation)
-                                              {"bloom", {0.28, 0.28}},
+                                              // them (0.243 with every rank's whole activation), and
+                                              // BF16_Optimizer's fp32 gradients summed every micro-batch
+                                              // (0.273 before)
+                                              {"bloom", {0.20, 0.20}},
                                               // vTrain's 109 runs on Megatron-DeepSpeed (README, "vTrain's
                                               // A100 runs"): right at 175B, optimistic as the hidden size
                                               // shrinks, as SC'21's rows are. Worst: rows the source

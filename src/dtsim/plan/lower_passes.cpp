@@ -214,6 +214,7 @@ bool Lowering::advance(RankState& s, PassCursor& p, bool pause_after_ep) {
                         boundary_bytes(), Phase::kForward, p.mb, -1, {s.last_compute});
     if (!r_.s.p2p_overlap) s.unfinished_send = send;
   }
+  if (p.backward && r_.s.bf16_optimizer) add_into_fp32_grads(s, p);
   if (p.backward && v > 0) {
     TaskRef send = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v - 1), p2p_tag(p.mb, v - 1, true),
                         boundary_bytes(), Phase::kBackward, p.mb, -1, {s.last_compute});
@@ -334,10 +335,28 @@ void Lowering::add_into_main_grad(RankState& s, int layer, int mb) {
   streaming(s, layer, mb, Phase::kBackward, Streaming::kMainGradAdd, Bytes(6.0 * params), std::nullopt);
 }
 
+// DeepSpeed's BF16_Optimizer (deepspeed/runtime/bf16_optimizer.py,
+// update_hp_grads, from April 2022; the pipeline engine calls it after each
+// micro-batch's backward, _exec_backward_pass): for every parameter of the
+// stage, lp.grad.to(fp32) (read 2, write 4) and hp_grad.add_ of it (read 4
+// and 4, write 4), 18 bytes a parameter, after the chunk's whole backward
+// and before its gradient goes upstream. The fp32 gradients are all of the
+// stage's, not a shard.
+void Lowering::add_into_fp32_grads(RankState& s, const PassCursor& p) {
+  double params = 0;
+  for (int layer : *p.layers) {
+    const auto [dense, experts] = layer_params_[static_cast<std::size_t>(layer)];
+    params += dense + experts;
+  }
+  if (params <= 0 || p.layers->empty()) return;
+  streaming(s, p.layers->front(), p.mb, Phase::kBackward, Streaming::kHpGradAdd, Bytes(18.0 * params), std::nullopt);
+}
+
 const char* Lowering::suffix(Streaming kind) {
   switch (kind) {
     case Streaming::kGradientSum: return ".grad_accumulate";
     case Streaming::kMainGradAdd: return ".main_grad_add";
+    case Streaming::kHpGradAdd: return ".hp_grads_add";
     case Streaming::kFsdpCopyOut: return ".fsdp_copy_out";
     case Streaming::kFsdpCopyIn: return ".fsdp_copy_in";
     case Streaming::kBucketCopy: return ".grad_to_bucket";

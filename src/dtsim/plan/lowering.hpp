@@ -179,11 +179,12 @@ class Lowering {
   void accumulate_gradients(RankState& s, int layer, int mb);
   bool adds_into_main_grad() const;
   void add_into_main_grad(RankState& s, int layer, int mb);
+  void add_into_fp32_grads(RankState& s, const PassCursor& p);
   // A streaming kernel of a layer's weights or gradients on the compute
   // stream, after the rank's last compute and `after` (autocast's gradient
   // sum, FSDP2's copies): it becomes the rank's last compute.
   enum class Streaming {
-    kGradientSum, kMainGradAdd, kFsdpCopyOut, kFsdpCopyIn, kBucketCopy, kBucketScale, kExpertBucketScale
+    kGradientSum, kMainGradAdd, kHpGradAdd, kFsdpCopyOut, kFsdpCopyIn, kBucketCopy, kBucketScale, kExpertBucketScale
   };
   static const char* suffix(Streaming kind);  ///< of the streaming kernel's name, after its layer's
   std::uint32_t streaming(RankState& s, int layer, int mb, Phase phase, Streaming kind, Bytes bytes, TaskRef after);

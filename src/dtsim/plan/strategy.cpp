@@ -129,7 +129,7 @@ std::optional<MoeGraph> moe_graph_scope(std::string_view scope) {
 
 std::string_view strategy_keys() {
   return "dp, tp, pp, cp, ep, etp, gpus, mbs, gbs, dtype, grad_reduce, overlap, zero, bucket, attention, sp, schedule, vpp, "
-         "recompute, recompute_layers, ps, sync, steps, p2p_overlap, p2p_scatter, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, ep_overlap, dispatcher, autocast, fusions, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor, cuda_graph, fsdp_version";
+         "recompute, recompute_layers, ps, sync, steps, p2p_overlap, p2p_scatter, collective, protocol, placement, framework, optimizer, loss, host_launch, tp_overlap, param_overlap, ep_overlap, dispatcher, autocast, fusions, prefetch, contention, first_stage_layers, last_stage_layers, pipeline_split, accumulation, capacity_factor, cuda_graph, fsdp_version, bf16_optimizer";
 }
 
 const std::vector<Preset>& presets() {
@@ -213,6 +213,7 @@ Strategy parse_strategy(std::string_view text) {
     else if (key == "overlap") s.overlap = on_off(key, value);
     else if (key == "p2p_overlap") s.p2p_overlap = on_off(key, value);
     else if (key == "p2p_scatter") s.p2p_scatter = on_off(key, value);
+    else if (key == "bf16_optimizer") s.bf16_optimizer = on_off(key, value);
     else if (key == "contention") s.contention = on_off(key, value);
     else if (key == "capacity_factor") s.capacity_factor = capacity(key, value);
     else if (key == "dtype") {
@@ -495,6 +496,12 @@ ResolvedStrategy resolve(const Strategy& strategy, const model::Graph& graph, co
       }
       r.ep_nodes = static_cast<int>(span / per_node);
     }
+  }
+  if (s.bf16_optimizer && s.dtype != hw::Dtype::kBf16) {
+    fail("bf16_optimizer", "is DeepSpeed's optimizer for bf16 training; expected dtype=bf16");
+  }
+  if (s.bf16_optimizer && s.zero > 1) {
+    fail("bf16_optimizer", "runs with ZeRO stage 0 and shards only the optimizer's state (zero=1 here); expected zero=0 or 1");
   }
   if (s.fsdp_version == 2 && (s.zero != 3 || s.framework != Framework::kPytorch)) {
     fail("fsdp_version", "is PyTorch FSDP's; it needs zero=3 and framework=pytorch");

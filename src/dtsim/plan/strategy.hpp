@@ -112,6 +112,10 @@ struct Strategy {
   /// as Megatron-LM's --no-scatter-gather-tensors-in-pipeline and DeepSpeed's
   /// "pipeline": {"pipe_partitioned": false} (since November 2023) run it.
   bool p2p_scatter = true;
+  /// DeepSpeed's BF16_Optimizer (bf16 with ZeRO stage 0, as Megatron-DeepSpeed
+  /// runs it): after each micro-batch's backward every 16-bit gradient of the
+  /// stage is cast to fp32 and added into its fp32 gradient (update_hp_grads).
+  bool bf16_optimizer = false;
   int zero = 0;         ///< ZeRO stage 0..3
   bool sp = false;      ///< Megatron sequence parallelism (needs tp > 1)
   Schedule schedule = Schedule::kOneFOneB;
