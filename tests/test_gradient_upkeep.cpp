@@ -33,6 +33,15 @@ bool ends_with(const std::string& name, const std::string& suffix) {
   return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// Every parameter of the model (one rank's share under no sharding).
+double all_params(const driver::Simulation& s) {
+  double p = 0;
+  for (const model::Layer& l : s.graph.layers) {
+    for (const model::Op& op : l.ops) p += op.params;
+  }
+  return p;
+}
+
 // The lookup table's parameters on one rank.
 double table_params(const driver::Simulation& s, int tp) {
   for (const model::Layer& l : s.graph.layers) {
@@ -118,13 +127,7 @@ TEST(GradientUpkeep, MegatronsStepMakesItsOwnPassesOverTheGradients) {
     }
     return 0.0;
   };
-  auto params = [](const driver::Simulation& s) {
-    double p = 0;
-    for (const model::Layer& l : s.graph.layers) {
-      for (const model::Op& op : l.ops) p += op.params;
-    }
-    return p;
-  };
+  const auto params = all_params;
   const driver::Simulation fp16 = run("framework=megatron,dp=8,mbs=1,gbs=8,dtype=fp16,overlap=off");
   EXPECT_NEAR(step_bytes(fp16), 54.0 * params(fp16), 1e-6 * params(fp16));
   const driver::Simulation bf16 = run("framework=megatron,dp=8,mbs=1,gbs=8,dtype=bf16");
@@ -186,13 +189,11 @@ TEST(GradientUpkeep, DeepSpeedsBf16OptimizerSumsFp32GradientsEveryMicroBatch) {
   }
   // One rank a stage is lowered, 4 micro-batches each (gbs 16 over dp 4).
   EXPECT_EQ(sums, 2 * 4);
-  double stage_bytes = 0, params = 0;
+  double stage_bytes = 0;
   for (const plan::Kernel& k : s.tasks.kernels) {
     if (ends_with(k.name, ".hp_grads_add")) stage_bytes += bytes_of(k);
   }
-  for (const model::Layer& l : s.graph.layers) {
-    for (const model::Op& op : l.ops) params += op.params;
-  }
+  const double params = all_params(s);
   EXPECT_NEAR(stage_bytes, 18.0 * params, 1e-6 * params);  // the two stages' kernels: every parameter once
   for (const plan::Kernel& k : run(base).tasks.kernels) EXPECT_FALSE(ends_with(k.name, ".hp_grads_add"));
   EXPECT_GT(s.report.step_time, run(base).report.step_time);

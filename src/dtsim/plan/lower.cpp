@@ -27,7 +27,12 @@ Lowering::Lowering(const model::Graph& graph, const ResolvedStrategy& r, const L
     const model::Layer& l = graph.layers[i];
     held_.push_back(held_activations(graph, l, saved_activation_bytes(l, r), steps_.recomputed(static_cast<int>(i)), r));
     std::array<double, 2>& params = layer_params_.emplace_back();  // dense, experts
-    for (const model::Op& op : l.ops) params[op.expert ? 1 : 0] += params_on_rank(op, r.s);
+    double added = 0;  // what a main_grad.add_ hook adds: the embedding's table adds inside its own backward
+    for (const model::Op& op : l.ops) {
+      params[op.expert ? 1 : 0] += params_on_rank(op, r.s);
+      if (op.kind != model::OpKind::kEmbedding) added += params_on_rank(op, r.s);
+    }
+    main_grad_added_params_.push_back(added);
   }
   tg_.dtype = r.s.dtype;
   tg_.tp_comm_overlap = r.s.tp_overlap_mode() == TpOverlap::kOn;
@@ -213,8 +218,7 @@ double Lowering::optimizer_bytes_per_param() const {
   if (deepspeed_buckets() && sixteen_bit && r_.s.fused_optimizer()) return deepspeed_step_bytes_per_param();
   if (r_.s.framework == Framework::kMegatron && r_.s.fused_optimizer()) return megatron_step_bytes_per_param();
   if (!r_.s.fused_optimizer()) return 12.0 + 80.0 + (fp16 ? 8.0 : 0.0);
-  const bool mixed = r_.s.dtype != hw::Dtype::kFp32 && r_.s.dtype != hw::Dtype::kTf32;
-  return 4.0 + 16.0 + 12.0 + (mixed ? 2.0 : 0.0) + 4.0 + (fp16 ? 4.0 : 0.0);
+  return 4.0 + 16.0 + 12.0 + (r_.s.mixed_precision() ? 2.0 : 0.0) + 4.0 + (fp16 ? 4.0 : 0.0);
 }
 
 // Megatron-LM's step (megatron/optimizer/optimizer.py, MixedPrecisionOptimizer
@@ -235,9 +239,8 @@ double Lowering::optimizer_bytes_per_param() const {
 //    4, write 2).
 // fp32 training has no main copy: norm and Adam.
 double Lowering::megatron_step_bytes_per_param() const {
-  const bool mixed = r_.s.dtype != hw::Dtype::kFp32 && r_.s.dtype != hw::Dtype::kTf32;
-  if (!mixed) return 4.0 + 16.0 + 12.0;
-  const bool sixteen_bit_buffer = bytes_per_param(r_.s).grads < 4.0;
+  if (!r_.s.mixed_precision()) return 4.0 + 16.0 + 12.0;
+  const bool sixteen_bit_buffer = per_param_.grads < 4.0;
   const bool fp16 = r_.s.dtype == hw::Dtype::kFp16;
   return (sixteen_bit_buffer ? 6.0 : 0.0) + (fp16 ? 8.0 : 0.0) + 4.0 + 16.0 + 12.0 + 6.0;
 }
@@ -250,7 +253,7 @@ double Lowering::megatron_step_bytes_per_param() const {
 // (4 bytes in optimizer_bytes_per_param).
 double Lowering::megatron_buffer_zeroing_bytes_per_param() const {
   if (r_.s.framework != Framework::kMegatron || !r_.s.fused_optimizer()) return 0.0;
-  return bytes_per_param(r_.s).grads;
+  return per_param_.grads;
 }
 
 void Lowering::optimizer(RankState& s, const StageParams& params) {

@@ -233,7 +233,7 @@ bool Lowering::advance(RankState& s, PassCursor& p, bool pause_after_ep) {
 // Under sequence parallelism the activation is the rank's part of the
 // sequence already, and nothing is gathered.
 TaskRef Lowering::gather_received(RankState& s, std::uint32_t recv, Phase phase, int mb) {
-  if (!r_.s.p2p_scatter || r_.s.sp || r_.s.tp <= 1 || s.tp_group < 0) return recv;
+  if (!r_.s.p2p_scatter || r_.s.sp || s.tp_group < 0) return recv;
   return comm(s, Stream::kTpComm, CommOp::kAllGather, s.tp_group, s.tp_calls++, boundary_bytes() * r_.s.tp, phase, mb,
               -1, {recv});
 }
@@ -325,12 +325,7 @@ bool Lowering::adds_into_main_grad() const {
 }
 
 void Lowering::add_into_main_grad(RankState& s, int layer, int mb) {
-  const model::Layer& l = graph_.layers[static_cast<std::size_t>(layer)];
-  const auto [dense, experts] = layer_params_[static_cast<std::size_t>(layer)];
-  double params = dense + experts;
-  for (const model::Op& op : l.ops) {
-    if (op.kind == model::OpKind::kEmbedding) params -= params_on_rank(op, r_.s);
-  }
+  const double params = main_grad_added_params_[static_cast<std::size_t>(layer)];
   if (params <= 0) return;
   streaming(s, layer, mb, Phase::kBackward, Streaming::kMainGradAdd, Bytes(6.0 * params), std::nullopt);
 }

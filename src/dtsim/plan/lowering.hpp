@@ -217,6 +217,7 @@ class Lowering {
   std::vector<HeldActivations> held_;
   BytesPerParam per_param_;
   std::vector<std::array<double, 2>> layer_params_;  ///< per layer: the dense and expert parameters this rank holds
+  std::vector<double> main_grad_added_params_;       ///< per layer: those a main_grad.add_ hook adds (not the embedding's)
   std::map<std::pair<int, Streaming>, int> streaming_kernels_;  ///< per layer and kind, once made
   std::map<std::string, int> marker_kernels_;                   ///< per name, once made
   std::map<std::pair<GroupKind, std::vector<int>>, int> group_ids_;

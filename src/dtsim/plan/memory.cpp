@@ -8,7 +8,7 @@ namespace dtsim::plan {
 
 BytesPerParam bytes_per_param(const Strategy& s) {
   const auto width = [](hw::Dtype d) { return d == hw::Dtype::kFp32 ? 4.0 : 2.0; };
-  if (s.dtype == hw::Dtype::kFp32 || s.dtype == hw::Dtype::kTf32) {
+  if (!s.mixed_precision()) {
     const double reduce = s.grad_reduce ? width(*s.grad_reduce) : 4.0;
     return {4, 4, 8, reduce, 4};
   }

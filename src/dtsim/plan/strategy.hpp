@@ -172,6 +172,8 @@ struct Strategy {
   /// Whether a pipeline send carries 1/tp of the activation: p2p_scatter, or
   /// sequence parallelism, under which every rank holds 1/tp of it anyway.
   [[nodiscard]] bool splits_pipeline_sends() const { return sp || p2p_scatter; }
+  /// 16-bit or FP8 compute over fp32 master weights (not fp32 or TF32 training).
+  [[nodiscard]] bool mixed_precision() const { return dtype != hw::Dtype::kFp32 && dtype != hw::Dtype::kTf32; }
   [[nodiscard]] bool fused_optimizer() const {
     return optimizer == Optimizer::kAuto ? framework != Framework::kPytorch : optimizer == Optimizer::kFused;
   }
