@@ -238,6 +238,30 @@ TEST(KernelModel, ABadFigureIsOneLineNamingTheField) {
   }
 }
 
+// Unfused attention's GEMM efficiency is a measured fraction with its
+// source: above 1, or without the source, one line naming the field.
+TEST(KernelModel, UnfusedAttentionGemmEfficiencyIsAFractionWithItsSource) {
+  auto error_of = [](const char* unfused) -> std::string {
+    nlohmann::json p = nlohmann::json::parse(std::string(R"({"schema": "dtsim.profile/1", "device": "A100-SXM-80GB",
+      "kernel_model": {"sms": 108, "gemm": {"tiles": [{"m": 128, "n": 256, "efficiency": 1.0}], "pipeline_k": 128,
+      "launch": "4 us", "anchors": [{"dtype": "bf16", "rate": "271.2 TFLOP/s", "m": 1024, "n": 10240, "k": 5120,
+      "source": "x"}], "source": "x"}, "memory": {"fraction": 0.85, "launch": "2 us", "source": "x"},
+      "attention": {"megatron": "flash2", "pytorch": "flash2", "kernels": [{"name": "flash2",
+      "forward_utilization": 0.7, "backward_utilization": 0.6, "ramp_tokens": 256, "head_dim_knee": 16,
+      "causal_efficiency": 0.95, "source": "x"}], "unfused": )") + unfused + "}}}");
+    try {
+      const hw::Profile profile = hw::parse_profile(p, "bad.json");
+      return fmt::format("accepted: {}", profile.kernel_model->unfused_attention_gemm_efficiency);
+    } catch (const core::InputError& e) {
+      return e.what();
+    }
+  };
+  EXPECT_EQ(error_of(R"({"gemm_efficiency": 0.5, "source": "x"})"), "accepted: 0.5");
+  EXPECT_EQ(error_of(R"({"gemm_efficiency": 1.5, "source": "x"})"),
+            "bad.json: /kernel_model/attention/unfused/gemm_efficiency: expected a fraction in (0, 1], got 1.5");
+  EXPECT_EQ(error_of(R"({"gemm_efficiency": 0.5})"), "bad.json: /kernel_model/attention/unfused/source: missing field: expected a string");
+}
+
 // `persistent` says why the device's GEMMs are and how they ran beside held
 // SMs: without its source or its points, or with points out of order, it is an error.
 TEST(KernelModel, PersistentGemmsNeedTheirSourceAndMeasurement) {

@@ -84,12 +84,12 @@ TEST(LayerTimes, Korthikanti22BLayerOnEightA100s) {
     fmt::print("  {:<24} forward {:>5.2f} ms (measured {:>4.1f}, {:+5.1f}%)", row.at("experiment").get<std::string>(),
                t.forward_ms, fwd, 100 * e_fwd);
     fmt::print("  backward {:>5.2f} ms (measured {:>4.1f}, {:+5.1f}%)\n", t.backward_ms, bwd, 100 * e_bwd);
-    // Today's gaps, held so that they cannot grow unseen: the forward within
-    // 4% (it reads -2%), the backward a few percent short (it reads -4% to
-    // -7%: dtsim's backward is faster than the measured one), never over.
-    EXPECT_LE(std::abs(e_fwd), 0.04) << row.at("experiment");
-    EXPECT_GE(e_bwd, -0.10) << row.at("experiment");
-    EXPECT_LE(e_bwd, 0.02) << row.at("experiment");
+    // Today's gaps, held so that they cannot grow unseen. Since the A100's
+    // unfused attention GEMMs run at their measured rate (thirty-seventh
+    // session) the forward reads +3.6% to +4.0% (it read -2%) and the
+    // backward -0.1% to +1.9% (it read -4% to -7%).
+    EXPECT_LE(std::abs(e_fwd), 0.05) << row.at("experiment");
+    EXPECT_LE(std::abs(e_bwd), 0.04) << row.at("experiment");
     abs_sum += std::abs(e_fwd) + std::abs(e_bwd);
     rows += 2;
     measured_total.push_back(fwd + bwd);
@@ -112,12 +112,13 @@ TEST(LayerTimes, Korthikanti22BLayerOnEightA100s) {
   // Selective recomputation reruns exactly the attention core (QK^T, the
   // fused softmax, dropout, AV: checkpoint_core_attention), so its backward
   // less the baseline's is the core's forward, timed inside the layer:
-  // 1.3 ms measured (13.2 - 11.9, each rounded to 0.1 ms), dtsim's 1.10 ms.
+  // 1.3 ms measured (13.2 - 11.9, each rounded to 0.1 ms, so 1.2 to 1.4),
+  // dtsim's 1.53 ms (1.10 ms before the A100's unfused GEMM figure).
   const json& rows_of = table.at("rows");
   const double core_measured = rows_of[3].at("backward_ms").get<double>() - rows_of[0].at("backward_ms").get<double>();
   const double core_dtsim = backward_ms[3] - backward_ms[0];
   fmt::print("  the attention core's forward (selective's backward less the baseline's): {:.2f} ms, measured {:.1f} ms\n",
              core_dtsim, core_measured);
-  EXPECT_GT(core_dtsim, 0.7 * core_measured);
-  EXPECT_LT(core_dtsim, 1.0 * core_measured);  // today 0.85 of it: dtsim's Megatron core is fast
+  EXPECT_GT(core_dtsim, 1.0 * core_measured);
+  EXPECT_LT(core_dtsim, 1.3 * core_measured);  // today 1.18 of it: at this shape the core is slow
 }

@@ -139,8 +139,10 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
                                                {"megatron-core-h100", 0.125},
                                                // without the fused kernels of 2021 (fusions=off): 7.4% to 5.0%;
                                                // the V100 on DeepBench's measured GEMMs (anchor and fitted shape
-                                               // figures): 2.7%, issue 12's 5% met
-                                               {"megatron-lm-2020", 0.05},
+                                               // figures): 2.7%, issue 12's 5% met; the A100's unfused attention
+                                               // GEMMs at their measured rate: 2.8% to 5.1% (its A100 rows,
+                                               // PyTorch's softmax chain of 2020, turn pessimistic)
+                                               {"megatron-lm-2020", 0.055},
                                                // with its authors' arguments (examples/sc21/): 7.6% to 10.8%;
                                                // the dropout mask's traffic: 10.0%; the causal softmax kernel's
                                                // bytes as its code moves them (half a pass less forward, one
@@ -148,13 +150,14 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
                                                // recomputed (Megatron checkpoints its transformer layers only): 12.3%;
                                                // the context's layout copy and the Q, K, V gradients' cat: 12.0%;
                                                // Megatron's own optimizer passes, the receiving stage's gather and
-                                               // the fp16 gradients' add into 16-bit main gradients: 9.8%
-                                               {"megatron-sc21", 0.105}};
+                                               // the fp16 gradients' add into 16-bit main gradients: 9.8%; the
+                                               // A100's unfused attention GEMMs at their measured rate: 4.4%
+                                               {"megatron-sc21", 0.05}};
   for (const auto& [name, s] : by_source) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name)) << name << " (issue 12's target: 0.05)";
   }
-  EXPECT_LE(all.mean(), 0.09);  // 8.7% (9.0% before the thirty-sixth session's Megatron costs)
+  EXPECT_LE(all.mean(), 0.085);  // 8.4% (8.7% before the A100's unfused attention GEMM figure)
   EXPECT_EQ(all.n, 61);  // 50 cases of published-runs.json (one gives two ends) + 10 SC'21 rows
 }
 
@@ -181,8 +184,9 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // 6.4% and 10.9% with the causal softmax kernel's own bytes, 7.0%
                                               // with only the blocks recomputed, 6.8% and 10.5% with the layout copies;
                                               // 3.2% and 7.3% with Megatron's own optimizer passes, the receiving
-                                              // stage's gather and the fp16 gradients' add into main gradients)
-                                              {"megatron-2022", {0.04, 0.08}},
+                                              // stage's gather and the fp16 gradients' add into main gradients;
+                                              // 1.3% and 4.0% with the A100's unfused attention GEMM figure)
+                                              {"megatron-2022", {0.02, 0.045}},
                                               // worst: the GB300 and the GB200 (Blackwell Ultra's doubled
                                               // exponent rate for attention and 1,400 W dtsim takes as the
                                               // B300's), then the 405B on 128 B200s; GEMM rows divided by
@@ -225,19 +229,22 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // sends split over tp, as DeepSpeed's PipelineEngine partitions
                                               // them (0.243 with every rank's whole activation), and
                                               // BF16_Optimizer's fp32 gradients summed every micro-batch
-                                              // (0.273 before)
-                                              {"bloom", {0.20, 0.20}},
+                                              // (0.273 before); 0.164 with the A100's unfused attention GEMMs
+                                              // at their measured rate
+                                              {"bloom", {0.17, 0.17}},
                                               // vTrain's 109 runs on Megatron-DeepSpeed (README, "vTrain's
                                               // A100 runs"): right at 175B, optimistic as the hidden size
                                               // shrinks, as SC'21's rows are. Worst: rows the source
                                               // measured 1.5-2x slower than its own neighbours of one
                                               // layout (3.6B at tp 8 and 64 sequences a micro-batch,
                                               // 39.1B at tp 2). Their pipeline sends split over tp as the engine
-                                              // partitions them: 175B 2.3% to 3.4%, 39.1B 15.0% to 16.3%
-                                              {"vtrain 3.6B", {0.235, 1.12}},
-                                              {"vtrain 18.4B", {0.16, 0.345}},
-                                              {"vtrain 39.1B", {0.17, 0.76}},
-                                              {"vtrain 175B", {0.035, 0.075}}};
+                                              // partitions them: 175B 2.3% to 3.4%, 39.1B 15.0% to 16.3%. The
+                                              // A100's unfused attention GEMMs at their measured rate: 3.6B
+                                              // 21.9% to 12.6%, 18.4B 14.3% to 10.0%, 39.1B 15.0% to 11.2%
+                                              {"vtrain 3.6B", {0.13, 0.98}},
+                                              {"vtrain 18.4B", {0.105, 0.27}},
+                                              {"vtrain 39.1B", {0.115, 0.66}},
+                                              {"vtrain 175B", {0.02, 0.04}}};
   for (const auto& [name, s] : by_source) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name).mean) << name;

@@ -1,8 +1,11 @@
-// dtsim's unfused attention kernels on the A100 against PyTorch's unfused
-// attention as FlashAttention-2's paper measured it there
-// (tests/validation/flash-attention-2-pytorch.json): a kernel measurement
-// that no figure of devices/A100-SXM-80GB.json comes from. The test costs
-// the kernels the benchmark's code runs and holds today's gap, as
+// dtsim's unfused attention kernels on the A100 against two kernel
+// measurements: Megatron-LM's and PyTorch's attention as FlashAttention's
+// paper timed them on an A100 40GB (tests/validation/flash-attention-1-megatron.json,
+// which the A100's unfused GEMM efficiency was fitted to: its fit is checked
+// here, point by point), and PyTorch's as FlashAttention-2's paper timed it
+// on an A100 80GB (tests/validation/flash-attention-2-pytorch.json, which no
+// figure comes from: an independent check of it). Each test costs the
+// kernels the benchmark's code runs, as
 // KernelModel.UnfusedAttentionAgainstFlashAttention3sStandardAttention does
 // on the H100 (README, "Validation").
 #include <algorithm>
@@ -48,7 +51,7 @@ double modelled_seconds(const hw::KernelModel& a100, const Point& p) {
   const double scores = static_cast<double>(heads) * static_cast<double>(p.seq * p.seq);
   const double tensor_bytes = 16384.0 * 2048.0 * 2.0;  // q, k, v or a gradient, fp16
   const auto gemm = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
-    return a100.gemm({m, n, k, heads}, hw::Dtype::kFp16, 2).value();
+    return a100.unfused_attention_gemm({m, n, k, heads}, hw::Dtype::kFp16, 2, 16).value();
   };
   const auto stream = [&](double bytes) { return a100.stream(core::Bytes(bytes)).value(); };
   const std::int64_t s = p.seq, d = p.head_dim;
@@ -59,7 +62,71 @@ double modelled_seconds(const hw::KernelModel& a100, const Point& p) {
   return gemm(s, s, d) + 3 * gemm(s, d, s) + stream(3 * 2 * scores) + stream(3 * 2 * tensor_bytes);
 }
 
+// Megatron-LM's CoreAttention of 2022 (megatron/model/transformer.py), as
+// tests/validation/fit_unfused_attention.py costs it: forward, baddbmm into
+// the scores, the fused softmax (read, write), dropout (read, write, its
+// one-byte mask), bmm with v, the context's permute copy; backward, that
+// copy's, four batched GEMMs, dropout's backward (read the gradient and the
+// mask, write) and the softmax's (read two, write one). PyTorch's attention
+// in the same tables is costed with the same kernels: the paper's benchmark
+// of it is not in hand, and its torch.softmax moves what Megatron's does.
+double megatron_seconds(const hw::KernelModel& a100, std::int64_t sequences_x_heads, std::int64_t seq,
+                        std::int64_t head_dim, bool backward, bool dropout) {
+  const double scores = static_cast<double>(sequences_x_heads) * static_cast<double>(seq * seq);
+  const double context = static_cast<double>(sequences_x_heads * seq * head_dim);
+  const auto gemm = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
+    return a100.unfused_attention_gemm({m, n, k, sequences_x_heads}, hw::Dtype::kFp16, 2, 16).value();
+  };
+  const auto stream = [&](double bytes) { return bytes > 0 ? a100.stream(core::Bytes(bytes)).value() : 0.0; };
+  const double dropout_bytes = dropout ? 5.0 * scores : 0.0;
+  const std::int64_t s = seq, d = head_dim;
+  if (!backward) return gemm(s, s, d) + gemm(s, d, s) + stream(4 * scores) + stream(dropout_bytes) + stream(4 * context);
+  return gemm(s, s, d) + 3 * gemm(s, d, s) + stream(4 * context) + stream(dropout_bytes) + stream(6 * scores);
+}
+
 }  // namespace
+
+// The fit's own points (Megatron at 1k and 2k tokens) and the rest: every
+// point printed; the fitted ones each within 20% and on average within 6%,
+// PyTorch's at the same sizes within 20%. Below 1k tokens every method of
+// the paper takes 0.2-0.4 ms whatever its work (the host's time for the
+// call), so those points are printed, not held.
+TEST(KernelModel, UnfusedAttentionAgainstFlashAttentionsMegatronAttention) {
+  hw::DeviceCatalog catalog;
+  const hw::KernelModel a100 = test_support::model_of(catalog, "A100-SXM-40GB");
+  EXPECT_LT(a100.figures().unfused_attention_gemm_efficiency, 1.0) << "the A100 has its measured figure";
+  const auto root = std::filesystem::path(DTSIM_SOURCE_DIR);
+  const nlohmann::json fa1 = nlohmann::json::parse(std::ifstream(root / "tests/validation/flash-attention-1-megatron.json"));
+  const nlohmann::json& shape = fa1.at("shape");
+  const std::int64_t bh = shape.at("batch").get<std::int64_t>() * shape.at("heads").get<std::int64_t>();
+  const std::int64_t head_dim = shape.at("head_dim");
+  int fitted = 0, checked = 0;
+  double fitted_log_sum = 0;
+  for (const auto& series : fa1.at("series")) {
+    const std::string kernel = series.at("kernel");
+    const bool backward = series.at("pass") == "bwd", dropout = series.at("dropout");
+    for (std::size_t i = 0; i < series.at("ms").size(); ++i) {
+      const std::int64_t seq = fa1.at("sequence_lengths")[i];
+      const double measured = series.at("ms")[i].get<double>() * 1e-3;
+      const double dtsim = megatron_seconds(a100, bh, seq, head_dim, backward, dropout);
+      const double error = dtsim / measured - 1;
+      fmt::print("  {:<8} {} {:<10} {:>5} tokens: dtsim {:6.2f} ms, measured {:6.2f}: {:+.1f}%{}\n", kernel,
+                 backward ? "backward" : "forward ", dropout ? "dropout" : "no dropout", seq, dtsim * 1e3,
+                 measured * 1e3, 100 * error, seq < 1024 ? " (the host's time)" : "");
+      if (seq < 1024) continue;
+      EXPECT_LE(std::abs(error), 0.20) << kernel << " " << seq;
+      ++checked;
+      if (kernel == "megatron") {
+        fitted_log_sum += std::abs(std::log(dtsim / measured));
+        ++fitted;
+      }
+    }
+  }
+  EXPECT_EQ(fitted, 8);
+  EXPECT_EQ(checked, 16);
+  fmt::print("  Megatron at 1k and 2k tokens: mean |log error| {:.3f}\n", fitted_log_sum / fitted);
+  EXPECT_LE(fitted_log_sum / fitted, 0.06);
+}
 
 TEST(KernelModel, UnfusedAttentionAgainstFlashAttention2sPyTorchAttention) {
   hw::DeviceCatalog catalog;
@@ -86,7 +153,14 @@ TEST(KernelModel, UnfusedAttentionAgainstFlashAttention2sPyTorchAttention) {
   fmt::print("  {} points: dtsim {:.2f}x to {:.2f}x the measured rate, {:.2f}x on (geometric) average\n", points, lowest,
              highest, std::exp(log_sum / points));
   EXPECT_EQ(points, 32);
-  // Today's gap, held so that it cannot grow unseen, nor close unremarked.
-  EXPECT_GE(lowest, 1.1);
-  EXPECT_LE(highest, 2.8);
+  // Before the A100 had its unfused GEMM figure (thirty-seventh session)
+  // dtsim ran 1.26x to 2.66x the measured rate, 1.59x on average. An
+  // independent check of that figure now: on average within 15%, and no
+  // point further off than the one the figure puts at half its neighbour's
+  // rate (the head-size-128 backward at 512 tokens).
+  const double average = std::exp(log_sum / points);
+  EXPECT_GE(average, 0.87);
+  EXPECT_LE(average, 1.15);
+  EXPECT_GE(lowest, 0.8);
+  EXPECT_LE(highest, 1.8);
 }

@@ -93,7 +93,10 @@ core::Seconds CostModel::modelled(const OpWork& work, Dtype dtype) const {
     const int alignment = layout_ == GemmLayout::kRowMajor && work.kind == model::OpKind::kGemm
                               ? std::min(k_alignment_bytes(work.gemm.k, bytes), k_alignment_bytes(work.gemm.n, 2.0))
                               : k_alignment_bytes(shape.k, bytes);
-    total += km.gemm(shape, call_dtype, bytes, alignment);
+    // Unfused attention's batched GEMMs at the rate measured for them.
+    total += work.kind == model::OpKind::kAttention && !work.fused
+                 ? km.unfused_attention_gemm(shape, call_dtype, bytes, alignment)
+                 : km.gemm(shape, call_dtype, bytes, alignment);
     if (call_dtype == Dtype::kFp8 || call_dtype == Dtype::kFp4) total += km.stream(fp8_cast_bytes(shape, work.backward));
   }
   return total;

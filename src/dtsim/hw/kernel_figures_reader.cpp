@@ -150,6 +150,11 @@ KernelFigures read_kernel_figures(core::JsonReader r) {
     };
     f.megatron_attention = known("megatron");
     f.pytorch_attention = known("pytorch");
+    if (auto unfused = attention->optional_object("unfused")) {
+      f.unfused_attention_gemm_efficiency = fraction(*unfused, "gemm_efficiency");
+      f.unfused_attention_source = unfused->string("source");
+      unfused->finish();
+    }
     attention->ignore("source");  // optional: why those two
     attention->finish();
   }

@@ -182,6 +182,12 @@ core::Seconds KernelModel::attention(const AttentionKernel& a, std::int64_t head
   return figures_->gemm_launch + core::Seconds(flops / (peak * utilization * held_fraction_));
 }
 
+core::Seconds KernelModel::unfused_attention_gemm(const model::GemmShape& shape, Dtype dtype, double operand_bytes,
+                                                  int alignment_bytes) const {
+  const core::Seconds launch = figures_->gemm_launch;
+  return launch + (gemm(shape, dtype, operand_bytes, alignment_bytes) - launch) / figures_->unfused_attention_gemm_efficiency;
+}
+
 core::Seconds KernelModel::stream(core::Bytes bytes) const {
   if (bytes.value() <= 0) return core::Seconds(0);
   return figures_->memory_launch + bytes / (device_.hbm_bandwidth * figures_->memory_fraction);

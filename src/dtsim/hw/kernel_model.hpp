@@ -142,6 +142,12 @@ struct KernelFigures {
   std::vector<AttentionKernel> attention;
   std::string megatron_attention;   ///< the fused kernel Megatron-Core / Transformer Engine runs here
   std::string pytorch_attention;    ///< the one PyTorch's scaled_dot_product_attention runs here
+  /// The share of the GEMM model's rate that unfused attention's batched
+  /// GEMMs (the scores', the context's and their gradients, as torch.bmm and
+  /// torch.baddbmm call the BLAS) reach here: measured, or 1 where no
+  /// measurement was made.
+  double unfused_attention_gemm_efficiency = 1.0;
+  std::string unfused_attention_source;
   std::optional<SustainedRate> sustained;  ///< none measured: the burst rate is held
   std::string file;                 ///< where the figures were read
 
@@ -190,6 +196,10 @@ class KernelModel {
   [[nodiscard]] core::Seconds attention(const AttentionKernel& kernel, std::int64_t heads, std::int64_t seq,
                                         std::int64_t head_dim, bool causal, bool backward,
                                         std::int64_t window = 0) const;
+  /// One of unfused attention's batched GEMMs: gemm() at the share of its
+  /// rate such GEMMs reach on this device (KernelFigures::unfused_attention_gemm_efficiency).
+  [[nodiscard]] core::Seconds unfused_attention_gemm(const model::GemmShape& shape, Dtype dtype, double operand_bytes,
+                                                     int alignment_bytes) const;
   /// A streaming (memory-bound) kernel over `bytes`.
   [[nodiscard]] core::Seconds stream(core::Bytes bytes) const;
 
