@@ -61,8 +61,8 @@ def kernels(binary, seq, shape, backward, dropout):
     return gemms, streams
 
 
-def main():
-    binary = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "build/src/cli/dtsim")
+def fit(binary):
+    """(efficiency, mean |log error| at it, at 1.0, the printed points)."""
     data = json.loads((ROOT / "tests/validation/flash-attention-1-megatron.json").read_text())
     figures = json.loads((ROOT / f"devices/{DEVICE}.json").read_text())["kernel_model"]
     launch_s = float(figures["gemm"]["launch"].split()[0]) * 1e-6  # "4 us"
@@ -83,12 +83,18 @@ def main():
     def cost(efficiency):
         return sum(abs(math.log(predicted(p, efficiency) / p[3])) for p in points) / len(points)
 
-    best = min((cost(e / 1000), e / 1000) for e in range(200, 1001))
-    efficiency = best[1]
-    for p in points:
-        print(f"  {p[0]:<22} measured {p[3] * 1e3:6.2f} ms  at 1.0 {predicted(p, 1.0) * 1e3:6.2f}"
-              f"  at {efficiency:.3f} {predicted(p, efficiency) * 1e3:6.2f} ms ({predicted(p, efficiency) / p[3] - 1:+.1%})")
-    print(f"gemm_efficiency {efficiency:.3f}: mean |log error| {best[0]:.3f} (at 1.0: {cost(1.0):.3f})")
+    loss, efficiency = min((cost(e / 1000), e / 1000) for e in range(200, 1001))
+    lines = [f"  {p[0]:<22} measured {p[3] * 1e3:6.2f} ms  at 1.0 {predicted(p, 1.0) * 1e3:6.2f}"
+             f"  at {efficiency:.3f} {predicted(p, efficiency) * 1e3:6.2f} ms ({predicted(p, efficiency) / p[3] - 1:+.1%})"
+             for p in points]
+    return efficiency, loss, cost(1.0), lines
+
+
+def main():
+    binary = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "build/src/cli/dtsim")
+    efficiency, loss, unfitted, lines = fit(binary)
+    print("\n".join(lines))
+    print(f"gemm_efficiency {efficiency:.3f}: mean |log error| {loss:.3f} (at 1.0: {unfitted:.3f})")
 
 
 if __name__ == "__main__":
