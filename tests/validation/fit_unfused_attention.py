@@ -4,6 +4,15 @@ GEMMs reach on the A100 (devices/A100-SXM-*.json,
 kernel_model.attention.unfused.gemm_efficiency), and print it.
 
     tests/validation/fit_unfused_attention.py build/src/cli/dtsim
+    tests/validation/fit_unfused_attention.py build/src/cli/dtsim --check
+
+--check also fits the same efficiency, alone, to FlashAttention-2's timing
+of PyTorch's attention on an A100 80GB (tests/validation/flash-attention-2-pytorch.json,
+the kernels KernelModel.UnfusedAttentionAgainstFlashAttention2sPyTorchAttention
+costs: q, k and v copied, baddbmm, torch.softmax, bmm; backward four GEMMs,
+the softmax's backward, the gradients copied), per head size, without the
+causal mask (whose extra add is PyTorch's own pass), at 1k tokens and more:
+what the bundled figure does not come from.
 
 The measurement is FlashAttention's paper timing Megatron-LM's attention on
 an A100 40GB (tests/validation/flash-attention-1-megatron.json). The kernels
@@ -33,8 +42,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 DEVICE = "A100-SXM-40GB"
 
 
-def dtsim_seconds(binary, *args):
-    out = subprocess.run([binary, "kernel", *args, "--device", DEVICE, "--json"], check=True, capture_output=True,
+def dtsim_seconds(binary, *args, device=DEVICE):
+    out = subprocess.run([binary, "kernel", *args, "--device", device, "--json"], check=True, capture_output=True,
                          text=True).stdout
     return json.loads(out)["time_s"]
 
@@ -90,11 +99,56 @@ def fit(binary):
     return efficiency, loss, cost(1.0), lines
 
 
+def fit_pytorch_on_80gb(binary, head_dim):
+    """(efficiency, mean |log error|) fitted to FlashAttention-2's PyTorch points of one head size."""
+    data = json.loads((ROOT / "tests/validation/flash-attention-2-pytorch.json").read_text())
+    device = "A100-SXM-80GB"
+    launch_s = 4e-6
+    tensor_bytes = 16384 * 2048 * 2  # q, k, v or a gradient, fp16
+
+    def stream(nbytes):
+        return dtsim_seconds(binary, "memory", "--bytes", f"{int(nbytes)} B", device=device)
+
+    points = []
+    for s in data["series"]:
+        if s["head_dim"] != head_dim or s["causal"]:
+            continue
+        for seq, tflops in zip(data["sequence_lengths"], s["tflops"]):
+            if tflops is None or seq < 1024:
+                continue
+            heads = (2048 // head_dim) * (16384 // seq)
+            scores = heads * seq * seq
+
+            def gemm(m, n, k):
+                return dtsim_seconds(binary, "gemm", "--batch", str(heads), "--m", str(m), "--n", str(n), "--k", str(k),
+                                     "--dtype", "fp16", device=device)
+
+            if s["pass"] == "fwd":
+                gemms = [gemm(seq, seq, head_dim), gemm(seq, head_dim, seq)]
+                streams = stream(6 * tensor_bytes) + stream(4 * scores)
+            else:
+                gemms = [gemm(seq, seq, head_dim)] + [gemm(seq, head_dim, seq)] * 3
+                streams = stream(6 * scores) + stream(6 * tensor_bytes)
+            flops = 4.0 * seq * seq * head_dim * heads * (2.5 if s["pass"] == "bwd" else 1.0)
+            points.append((gemms, streams, flops / (tflops * 1e12)))
+
+    def cost(efficiency):
+        return sum(abs(math.log((sum(launch_s + (g - launch_s) / efficiency for g in gemms) + streams) / measured))
+                   for gemms, streams, measured in points) / len(points)
+
+    return min((cost(e / 1000), e / 1000) for e in range(200, 1001))[::-1], len(points)
+
+
 def main():
-    binary = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "build/src/cli/dtsim")
+    binary = sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else str(ROOT / "build/src/cli/dtsim")
     efficiency, loss, unfitted, lines = fit(binary)
     print("\n".join(lines))
     print(f"gemm_efficiency {efficiency:.3f}: mean |log error| {loss:.3f} (at 1.0: {unfitted:.3f})")
+    if "--check" in sys.argv:
+        for head_dim in (64, 128):
+            (e, loss), n = fit_pytorch_on_80gb(binary, head_dim)
+            print(f"  FlashAttention-2's PyTorch attention, A100 80GB, head size {head_dim}, {n} points: "
+                  f"alone it gives {e:.3f} (mean |log error| {loss:.3f})")
 
 
 if __name__ == "__main__":
