@@ -77,7 +77,7 @@ double megatron_seconds(const hw::KernelModel& a100, std::int64_t sequences_x_he
   const auto gemm = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
     return a100.unfused_attention_gemm({m, n, k, sequences_x_heads}, hw::Dtype::kFp16, 2, 16).value();
   };
-  const auto stream = [&](double bytes) { return bytes > 0 ? a100.stream(core::Bytes(bytes)).value() : 0.0; };
+  const auto stream = [&](double bytes) { return a100.stream(core::Bytes(bytes)).value(); };  // 0 bytes: 0 s
   const double dropout_bytes = dropout ? 5.0 * scores : 0.0;
   const std::int64_t s = seq, d = head_dim;
   if (!backward) return gemm(s, s, d) + gemm(s, d, s) + stream(4 * scores) + stream(dropout_bytes) + stream(4 * context);

@@ -70,12 +70,31 @@ def kernels(binary, seq, shape, backward, dropout):
     return gemms, streams
 
 
+def launch_seconds(device):
+    """The device's GEMM launch ("4 us"), which the efficiency does not stretch."""
+    figures = json.loads((ROOT / f"devices/{device}.json").read_text())["kernel_model"]
+    return float(figures["gemm"]["launch"].split()[0]) * 1e-6
+
+
+def predicted(gemms, streams, efficiency, launch_s):
+    return sum(launch_s + (g - launch_s) / efficiency for g in gemms) + streams
+
+
+def best_efficiency(points, launch_s):
+    """(efficiency, mean |log error| at it, at 1.0) over (gemms, streams, measured seconds) points."""
+
+    def cost(efficiency):
+        return sum(abs(math.log(predicted(g, st, efficiency, launch_s) / m)) for g, st, m in points) / len(points)
+
+    loss, efficiency = min((cost(e / 1000), e / 1000) for e in range(200, 1001))
+    return efficiency, loss, cost(1.0)
+
+
 def fit(binary):
     """(efficiency, mean |log error| at it, at 1.0, the printed points)."""
     data = json.loads((ROOT / "tests/validation/flash-attention-1-megatron.json").read_text())
-    figures = json.loads((ROOT / f"devices/{DEVICE}.json").read_text())["kernel_model"]
-    launch_s = float(figures["gemm"]["launch"].split()[0]) * 1e-6  # "4 us"
-    points = []
+    launch_s = launch_seconds(DEVICE)
+    names, points = [], []
     for s in data["series"]:
         if s["kernel"] != "megatron":
             continue
@@ -83,27 +102,22 @@ def fit(binary):
             if seq < 1024:
                 continue
             gemms, streams = kernels(binary, seq, data["shape"], s["pass"] == "bwd", s["dropout"])
-            points.append((f"table {s['table']} {s['pass']} {seq}", gemms, streams, ms * 1e-3))
-
-    def predicted(p, efficiency):
-        _, gemms, streams, _ = p
-        return sum(launch_s + (g - launch_s) / efficiency for g in gemms) + streams
-
-    def cost(efficiency):
-        return sum(abs(math.log(predicted(p, efficiency) / p[3])) for p in points) / len(points)
-
-    loss, efficiency = min((cost(e / 1000), e / 1000) for e in range(200, 1001))
-    lines = [f"  {p[0]:<22} measured {p[3] * 1e3:6.2f} ms  at 1.0 {predicted(p, 1.0) * 1e3:6.2f}"
-             f"  at {efficiency:.3f} {predicted(p, efficiency) * 1e3:6.2f} ms ({predicted(p, efficiency) / p[3] - 1:+.1%})"
-             for p in points]
-    return efficiency, loss, cost(1.0), lines
+            names.append(f"table {s['table']} {s['pass']} {seq}")
+            points.append((gemms, streams, ms * 1e-3))
+    efficiency, loss, unfitted = best_efficiency(points, launch_s)
+    lines = []
+    for name, (gemms, streams, measured) in zip(names, points):
+        at_one = predicted(gemms, streams, 1.0, launch_s)
+        fitted = predicted(gemms, streams, efficiency, launch_s)
+        lines.append(f"  {name:<22} measured {measured * 1e3:6.2f} ms  at 1.0 {at_one * 1e3:6.2f}"
+                     f"  at {efficiency:.3f} {fitted * 1e3:6.2f} ms ({fitted / measured - 1:+.1%})")
+    return efficiency, loss, unfitted, lines
 
 
 def fit_pytorch_on_80gb(binary, head_dim):
-    """(efficiency, mean |log error|) fitted to FlashAttention-2's PyTorch points of one head size."""
+    """((efficiency, mean |log error|), points) fitted to FlashAttention-2's PyTorch points of one head size."""
     data = json.loads((ROOT / "tests/validation/flash-attention-2-pytorch.json").read_text())
     device = "A100-SXM-80GB"
-    launch_s = 4e-6
     tensor_bytes = 16384 * 2048 * 2  # q, k, v or a gradient, fp16
 
     def stream(nbytes):
@@ -131,12 +145,8 @@ def fit_pytorch_on_80gb(binary, head_dim):
                 streams = stream(6 * scores) + stream(6 * tensor_bytes)
             flops = 4.0 * seq * seq * head_dim * heads * (2.5 if s["pass"] == "bwd" else 1.0)
             points.append((gemms, streams, flops / (tflops * 1e12)))
-
-    def cost(efficiency):
-        return sum(abs(math.log((sum(launch_s + (g - launch_s) / efficiency for g in gemms) + streams) / measured))
-                   for gemms, streams, measured in points) / len(points)
-
-    return min((cost(e / 1000), e / 1000) for e in range(200, 1001))[::-1], len(points)
+    efficiency, loss, _ = best_efficiency(points, launch_seconds(device))
+    return (efficiency, loss), len(points)
 
 
 def main():
