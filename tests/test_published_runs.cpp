@@ -133,7 +133,10 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
   // Issue 12's target is a mean |error| of 5% per source and no case beyond
   // 12%; it is not met (README, "Validation"). Until it is, these bounds hold
   // what the model reaches today, so that no change makes it worse unseen.
-  const std::map<std::string, double> bound = {{"flashattention-2", 0.08},  {"llm-foundry-mpt", 0.125},
+  const std::map<std::string, double> bound = {// each run as the repository's training configs set it
+                                               // (2.7B's head size of 128 at 2k, the batches, ZeRO-1): 7.9% to 7.3%
+                                               {"flashattention-2", 0.075},
+                                               {"llm-foundry-mpt", 0.125},
                                                // the H100's GEMMs beside held SMs as measured (1.15-1.35x,
                                                // not a second wave's 2x): llm-foundry 9.9% to 12.1%
                                                {"megatron-core-h100", 0.125},
@@ -157,7 +160,8 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name)) << name << " (issue 12's target: 0.05)";
   }
-  EXPECT_LE(all.mean(), 0.085);  // 8.4% (8.7% before the A100's unfused attention GEMM figure)
+  EXPECT_LE(all.mean(), 0.085);  // 8.3% (8.7% before the A100's unfused attention GEMM figure, 8.4% before
+                                 // FlashAttention-2's rows ran their repository's configs)
   EXPECT_EQ(all.n, 61);  // 50 cases of published-runs.json (one gives two ends) + 10 SC'21 rows
 }
 
