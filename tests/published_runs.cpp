@@ -172,12 +172,13 @@ void flash_attention_2(const json& c, const json& training, std::vector<Case>& o
   if (run == training["runs"].end()) {
     throw std::runtime_error(fmt::format("flash-attention-2-training.json: no run of {} at {} tokens", m["name"].get<std::string>(), seq));
   }
-  const int mbs = (*run)["microbatch"], gbs = (*run)["global_batch"];
+  const json& config = *run;
+  const int mbs = config["microbatch"], gbs = config["global_batch"];
   Case k;
   k.id = c["id"];
   k.source = "flashattention-2";
   k.generation = "A100";
-  k.model = transformer(c["id"], m["layers"], hidden, (*run)["heads"], 4 * hidden, 50257, seq, "learned");
+  k.model = transformer(c["id"], m["layers"], hidden, config["heads"], 4 * hidden, 50257, seq, "learned");
   k.cluster = "dgx-a100";
   k.gpus = 8;
   k.nodes = 1;
