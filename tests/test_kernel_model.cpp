@@ -309,6 +309,67 @@ TEST(KernelModel, PersistentGemmsNeedTheirSourceAndMeasurement) {
   for (const char* other : {"A100-SXM-80GB", "B200", "MI300X"}) EXPECT_FALSE(persistent(other)) << other;
 }
 
+// What a collective's memory traffic adds to a GEMM beside it
+// (`beside_traffic`) is the measurement's: at each held-block count, the
+// median over its shapes of the GEMM's time beside copying blocks over its
+// time beside spinning ones, at the median copy rate
+// (calibrate/profiles/h100-sxm/framework-checks/gemm-beside-traffic.json).
+// The H800 (the same die and HBM3) carries it; the H200 and GH200, whose
+// faster memory the same traffic loads less, and the A100 have none. Points
+// out of order, or a slowdown below 1, are one line naming the field.
+TEST(KernelModel, GemmBesideTrafficIsTheMeasurementsMedian) {
+  const std::filesystem::path root(DTSIM_SOURCE_DIR);
+  const nlohmann::json measured =
+      nlohmann::json::parse(std::ifstream(root / "calibrate/profiles/h100-sxm/framework-checks/gemm-beside-traffic.json"));
+  std::map<int, std::vector<double>> ratios, rates;
+  for (const nlohmann::json& row : measured.at("rows")) {
+    const int blocks = row.at("blocks_held");
+    ratios[blocks].push_back(row.at("copying_us").get<double>() / row.at("spinning_us").get<double>());
+    rates[blocks].push_back(row.at("copy_bytes_per_s"));
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  hw::DeviceCatalog catalog;
+  auto traffic_of = [&](const char* name) {
+    const hw::Device d = catalog.with_kernel_figures(*catalog.find(name));
+    return d.kernel_figures->gemm_beside_traffic;
+  };
+  for (const char* name : {"H100-SXM", "H800-SXM"}) {
+    const std::vector<hw::TrafficSlowdown> points = traffic_of(name);
+    ASSERT_EQ(points.size(), ratios.size()) << name;
+    std::size_t i = 0;
+    for (const auto& [blocks, r] : ratios) {
+      EXPECT_NEAR(points[i].slowdown, median(r), 0.0005) << name << " at " << blocks << " blocks";
+      EXPECT_NEAR(points[i].traffic.value(), median(rates[blocks]), 0.5e9) << name << " at " << blocks << " blocks";
+      ++i;
+    }
+  }
+  for (const char* other : {"H200-SXM", "GH200", "A100-SXM-80GB", "B200"}) EXPECT_TRUE(traffic_of(other).empty()) << other;
+
+  auto error_of = [](const char* traffic) -> std::string {
+    nlohmann::json p = nlohmann::json::parse(std::string(R"({"schema": "dtsim.profile/1", "device": "H100-SXM",
+      "kernel_model": {"sms": 132, "gemm": {"tiles": [{"m": 128, "n": 256, "efficiency": 1.0}], "pipeline_k": 128,
+      "launch": "4 us", "anchors": [{"dtype": "bf16", "rate": "800 TFLOP/s", "m": 8192, "n": 8192, "k": 8192,
+      "source": "x"}], "beside_traffic": )") + traffic + R"(, "source": "x"},
+      "memory": {"fraction": 0.9, "launch": "2 us", "source": "x"}}})");
+    try {
+      hw::parse_profile(p, "bad.json");
+    } catch (const core::InputError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(error_of(R"({"source": "x", "points": [{"traffic": "500 GB/s", "slowdown": 1.01}]})"), "accepted");
+  EXPECT_EQ(error_of(R"({"points": [{"traffic": "500 GB/s", "slowdown": 1.01}]})"),
+            "bad.json: /kernel_model/gemm/beside_traffic/source: missing field: expected a string");
+  EXPECT_EQ(error_of(R"({"source": "x", "points": [{"traffic": "900 GB/s", "slowdown": 1.03}, {"traffic": "500 GB/s", "slowdown": 1.01}]})"),
+            "bad.json: /kernel_model/gemm/beside_traffic/points/1/traffic: expected the points in ascending traffic, each once");
+  EXPECT_EQ(error_of(R"({"source": "x", "points": [{"traffic": "500 GB/s", "slowdown": 0.9}]})"),
+            "bad.json: /kernel_model/gemm/beside_traffic/points/0/slowdown: expected 1 to 100, got 0.9");
+}
+
 TEST(KernelModel, OnlyAMisalignedInnerDimensionCostsAndFp8AlignsTo16Bytes) {
   EXPECT_EQ(hw::k_alignment_bytes(4096, 2), 16);
   EXPECT_EQ(hw::k_alignment_bytes(50257, 2), 2);

@@ -136,7 +136,9 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
   const std::map<std::string, double> bound = {// each run as the repository's training configs set it
                                                // (2.7B's head size of 128 at 2k, the batches, ZeRO-1): 7.9% to 7.3%
                                                {"flashattention-2", 0.075},
-                                               {"llm-foundry-mpt", 0.125},
+                                               // NCCL's staged traffic (3x an all-gather's) and its measured
+                                               // cost to Hopper's GEMMs: 12.3% to 11.9%
+                                               {"llm-foundry-mpt", 0.12},
                                                // the H100's GEMMs beside held SMs as measured (1.15-1.35x,
                                                // not a second wave's 2x): llm-foundry 9.9% to 12.1%
                                                {"megatron-core-h100", 0.125},
@@ -160,7 +162,7 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
     ASSERT_TRUE(bound.count(name)) << name;
     EXPECT_LE(s.mean(), bound.at(name)) << name << " (issue 12's target: 0.05)";
   }
-  EXPECT_LE(all.mean(), 0.085);  // 8.3% (8.7% before the A100's unfused attention GEMM figure, 8.4% before
+  EXPECT_LE(all.mean(), 0.082);  // 8.1% (8.3% before NCCL's staged traffic, 8.7% before the A100's unfused attention GEMM figure, 8.4% before
                                  // FlashAttention-2's rows ran their repository's configs)
   EXPECT_EQ(all.n, 61);  // 50 cases of published-runs.json (one gives two ends) + 10 SC'21 rows
 }

@@ -189,6 +189,25 @@ TEST(Contention, SlowdownClosedForm) {
   EXPECT_DOUBLE_EQ(sim::contention_slowdown(gemm, 100, {0, 500}, {}, 1e12, 0), 100.0);
 }
 
+// Where the device measured what a collective's memory traffic adds to a
+// GEMM (devices/H100-SXM.json `beside_traffic`), the GEMM share runs T(h)
+// times slower on top of its SMs' share: interpolated from (0, 1), held at
+// the last point past it; attention and streaming kernels are not touched
+// by it, and without traffic nothing changes.
+TEST(Contention, GemmsBesideCommunicationTrafficRunAsMeasured) {
+  using sim::BusySms, sim::KernelShares;
+  const std::vector<hw::TrafficSlowdown> traffic{{core::BytesPerSecond(1e12), 1.05}, {core::BytesPerSecond(2e12), 1.25}};
+  const KernelShares gemm{1.0, 0.0};
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown(gemm, 132, {}, {}, 3e12, 5e11, traffic), 1.025);
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown(gemm, 132, {}, {}, 3e12, 1.5e12, traffic), 1.15);
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown(gemm, 132, {}, {}, 3e12, 4e12, traffic), 1.25);
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown(gemm, 132, {0, 16}, {}, 3e12, 1e12, traffic), 132.0 / 116.0 * 1.05);
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown(gemm, 132, {0, 16}, {}, 3e12, 0, traffic), 132.0 / 116.0);
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown({0.0, 1.0}, 132, {0, 16}, {}, 3e12, 1e12, traffic), 132.0 / 116.0);
+  const std::vector<hw::HeldSmsSlowdown> held{{8, 1.3}, {32, 1.4}};
+  EXPECT_DOUBLE_EQ(sim::contention_slowdown(gemm, 132, {0, 8}, held, 3e12, 1e12, traffic), 1.3 * 1.05);
+}
+
 // Hopper's persistent GEMMs beside SMs they were not told of run as the
 // device's measurement says (devices/H100-SXM.json `beside_held_sms`): H(u)
 // times as long beside u held SMs, interpolated from (0, 1) through the

@@ -105,6 +105,23 @@ KernelFigures read_kernel_figures(core::JsonReader r) {
     if (f.gemm_beside_held_sms.empty()) persistent.fail("beside_held_sms", "expected at least one {held_sms, slowdown}");
     persistent.finish();
   }
+  if (gemm.has("beside_traffic")) {
+    core::JsonReader traffic = gemm.object("beside_traffic");
+    f.gemm_beside_traffic_source = traffic.string("source");  // required: the measurement
+    for (core::JsonReader& p : traffic.objects("points")) {
+      const core::BytesPerSecond rate = p.bandwidth("traffic");
+      if (!(rate.value() > 0)) p.fail("traffic", "expected a positive rate");
+      if (!f.gemm_beside_traffic.empty() && rate.value() <= f.gemm_beside_traffic.back().traffic.value()) {
+        p.fail("traffic", "expected the points in ascending traffic, each once");
+      }
+      const double slowdown = p.number("slowdown");
+      if (!(slowdown >= 1.0 && slowdown <= 100.0)) p.fail("slowdown", fmt::format("expected 1 to 100, got {}", slowdown));
+      f.gemm_beside_traffic.push_back({rate, slowdown});
+      p.finish();
+    }
+    if (f.gemm_beside_traffic.empty()) traffic.fail("points", "expected at least one {traffic, slowdown}");
+    traffic.finish();
+  }
   for (core::JsonReader& a : gemm.objects("anchors")) {
     GemmAnchor anchor = read_anchor(a);
     for (const GemmAnchor& seen : f.anchors) {

@@ -106,6 +106,15 @@ struct HeldSmsSlowdown {
   double slowdown = 1.0;
 };
 
+/// A GEMM beside blocks that move `traffic` through the device's memory
+/// (bytes read and written a second) takes `slowdown` times as long as
+/// beside the same blocks spinning: what a collective's memory traffic adds
+/// to what its SMs take.
+struct TrafficSlowdown {
+  core::BytesPerSecond traffic;
+  double slowdown = 1.0;
+};
+
 struct MisalignedRate {
   int alignment_bytes = 2;
   double efficiency = 1.0;
@@ -133,6 +142,10 @@ struct KernelFigures {
   /// the SMs it finds.
   std::vector<HeldSmsSlowdown> gemm_beside_held_sms;
   std::string gemm_beside_held_sms_source;
+  /// Beside communication's memory traffic, by traffic ascending, on top of
+  /// its SMs' share (sim::contention_slowdown); empty: not measured, none.
+  std::vector<TrafficSlowdown> gemm_beside_traffic;
+  std::string gemm_beside_traffic_source;
   std::vector<GemmAnchor> anchors;  ///< at most one per dtype
   std::vector<MisalignedRate> misaligned_k;  ///< by alignment, ascending; empty: not measured, no penalty
   std::string misaligned_k_source;

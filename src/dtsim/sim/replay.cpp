@@ -381,7 +381,8 @@ class Replay {
     const KernelShares shares{share[static_cast<std::size_t>(model::OpKind::kGemm)],
                               share[static_cast<std::size_t>(model::OpKind::kAttention)]};
     const std::size_t r = rank_index(t);
-    return 1.0 / contention_slowdown(shares, c.sms, busy_sms_[r], c.gemm_beside_held_sms, c.hbm_bytes_per_s, busy_hbm_[r]);
+    return 1.0 / contention_slowdown(shares, c.sms, busy_sms_[r], c.gemm_beside_held_sms, c.hbm_bytes_per_s, busy_hbm_[r],
+                                      c.gemm_beside_traffic);
   }
 
   void schedule_running(Running& k) {

@@ -58,6 +58,9 @@ struct TaskCosts {
     /// how its persistent GEMMs run beside SMs they were not told of
     /// (hw::KernelFigures); empty: their tiles spread over the SMs they find
     std::vector<hw::HeldSmsSlowdown> gemm_beside_held_sms;
+    /// how its GEMMs run beside communication's memory traffic
+    /// (hw::KernelFigures); empty: not measured, no slowdown
+    std::vector<hw::TrafficSlowdown> gemm_beside_traffic;
     double hbm_bytes_per_s = 0;   ///< what a streaming kernel reaches on the device
     std::vector<int> call_sms;    ///< per call: one SM per NCCL channel
     /// per call: the kernels beside it are launched on the SMs it leaves
@@ -91,9 +94,10 @@ struct BusySms {
 ///
 ///   g * G + a * S / (S - c) + (1 - g - a) * B / (B - h)
 ///
-/// with h the collective's local memory traffic (what it sends is read and
-/// what it receives written: 2x its wire bytes, 3x under a reduction) over
-/// its time. A GEMM's tiles spread over the SMs it finds, G = S / (S - c),
+/// with h the collective's local memory traffic over its time (NCCL stages
+/// what a member receives in a buffer of its own: written, read back and
+/// written again, 3x what it receives, sim/task_costs.cpp). A GEMM's tiles
+/// spread over the SMs it finds, G = S / (S - c),
 /// unless the device's GEMMs are persistent (one CTA per SM they were told
 /// of) and u of the c SMs were not announced to them: then, with
 /// c_announced = c - u,
@@ -102,11 +106,14 @@ struct BusySms {
 ///
 /// H the device's measured slowdown of a GEMM launched beside u held SMs
 /// (`beside_held_sms`, interpolated; past its last point it grows as the SMs
-/// left shrink). The kernel's remaining work is re-timed whenever
-/// communication on its rank starts or ends.
+/// left shrink). Where the device measured it (`beside_traffic`), G is
+/// also times T(h): a GEMM beside blocks that copy h bytes a second against
+/// the same blocks spinning, interpolated, held at its last point. The
+/// kernel's remaining work is re-timed whenever communication on its rank
+/// starts or ends.
 double contention_slowdown(KernelShares shares, int sms, BusySms busy,
                            std::span<const hw::HeldSmsSlowdown> gemm_beside_held_sms, double hbm_bytes_per_s,
-                           double busy_hbm);
+                           double busy_hbm, std::span<const hw::TrafficSlowdown> gemm_beside_traffic = {});
 
 /// How the replay costs communication.
 enum class NetworkMode { kAnalytic, kFlow };

@@ -27,18 +27,28 @@ net::CollectiveOp to_net(plan::CommOp op) {
 namespace {
 
 // Local memory traffic per byte of the buffer while a collective runs on one
-// of its n members: what a member sends is read and what it receives is
-// written (a send only one of the two per side), a reduction also reads its
-// own operand.
+// of its n members. NCCL's kernels pass what a member receives through a
+// staging buffer of its own, unless the user's buffers are registered: the
+// bytes are written there, read back, and written to the output or on to
+// the next member, "at least 2x ... if you add reading from or writing to
+// user data, it can be 3x" the link's rate (NCCL's maintainer, NVIDIA/nccl
+// issue 1428). So a member's share (n - 1) / n of the buffer costs 3 bytes a
+// byte in an all-gather (staged, read back, written out) and in a
+// reduce-scatter (staged, read back beside its own operand, the sum staged
+// on), 6 in an all-reduce (both), 4 in an all-to-all (its own bytes read and
+// staged for the peer to read, the peer's staged, read back, written out);
+// a send or a receive 2 on its side. Transformer Engine's ring exchange and
+// DeepEP write straight into registered buffers: what a member sends is
+// read, what it receives written.
 double local_traffic_per_byte(plan::CommOp op, std::size_t members) {
   const double n = static_cast<double>(std::max<std::size_t>(members, 1));
   const double share = (n - 1) / n;  // of the buffer each member sends (and receives)
   switch (op) {
     case plan::CommOp::kAllGather:
-    case plan::CommOp::kAllToAll: return 2.0 * share;
     case plan::CommOp::kReduceScatter: return 3.0 * share;
-    case plan::CommOp::kAllReduce: return 5.0 * share;  // a reduce-scatter, then an all-gather
-    case plan::CommOp::kSendRecv: return 1.0;
+    case plan::CommOp::kAllReduce: return 6.0 * share;  // a reduce-scatter, then an all-gather
+    case plan::CommOp::kAllToAll: return 4.0 * share;
+    case plan::CommOp::kSendRecv: return 2.0;
     case plan::CommOp::kRingExchange: return 2.0;
     // `bytes` is what a member sends at this level; it receives as much.
     case plan::CommOp::kAllToAllAcrossNodes:
@@ -107,6 +117,7 @@ TaskCosts cost_tasks(const plan::TaskGraph& graph, const hw::CostModel& cost_mod
   if (contention) {
     costs.contention.sms = device.kernel_figures->sms;
     costs.contention.gemm_beside_held_sms = device.kernel_figures->gemm_beside_held_sms;
+    costs.contention.gemm_beside_traffic = device.kernel_figures->gemm_beside_traffic;
     costs.contention.hbm_bytes_per_s = device.hbm_bandwidth.value() * device.kernel_figures->memory_fraction;
   }
   auto gpus_of = [&](const std::vector<int>& ranks, bool reverse) {
