@@ -262,21 +262,26 @@ TEST(KernelModel, UnfusedAttentionGemmEfficiencyIsAFractionWithItsSource) {
   EXPECT_EQ(error_of(R"({"gemm_efficiency": 0.5})"), "bad.json: /kernel_model/attention/unfused/source: missing field: expected a string");
 }
 
+// What parse_profile says of an H100 profile whose gemm object has these
+// fields besides its tiles and an anchor: "accepted", or its one line.
+std::string gemm_fields_error(const std::string& fields) {
+  nlohmann::json p = nlohmann::json::parse(R"({"schema": "dtsim.profile/1", "device": "H100-SXM",
+    "kernel_model": {"sms": 132, "gemm": {"tiles": [{"m": 128, "n": 256, "efficiency": 1.0}], "pipeline_k": 128,
+    "launch": "4 us", "anchors": [{"dtype": "bf16", "rate": "800 TFLOP/s", "m": 8192, "n": 8192, "k": 8192,
+    "source": "x"}], )" + fields + R"(, "source": "x"},
+    "memory": {"fraction": 0.9, "launch": "2 us", "source": "x"}}})");
+  try {
+    hw::parse_profile(p, "bad.json");
+  } catch (const core::InputError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
 // `persistent` says why the device's GEMMs are and how they ran beside held
 // SMs: without its source or its points, or with points out of order, it is an error.
 TEST(KernelModel, PersistentGemmsNeedTheirSourceAndMeasurement) {
-  auto error_of = [](const char* persistent) -> std::string {
-    nlohmann::json p = nlohmann::json::parse(std::string(R"({"schema": "dtsim.profile/1", "device": "H100-SXM",
-      "kernel_model": {"sms": 132, "gemm": {"tiles": [{"m": 128, "n": 256, "efficiency": 1.0}], "pipeline_k": 128,
-      "launch": "4 us", "anchors": [], "persistent": )") + persistent + R"(, "source": "x"},
-      "memory": {"fraction": 0.9, "launch": "2 us", "source": "x"}}})");
-    try {
-      hw::parse_profile(p, "bad.json");
-    } catch (const core::InputError& e) {
-      return e.what();
-    }
-    return "accepted";
-  };
+  auto error_of = [](const char* persistent) { return gemm_fields_error(std::string(R"("persistent": )") + persistent); };
   EXPECT_EQ(error_of("{}"), "bad.json: /kernel_model/gemm/persistent/source: missing field: expected a string");
   EXPECT_EQ(error_of(R"({"source": "x", "beside_held_sms": []})"),
             "bad.json: /kernel_model/gemm/persistent/beside_held_sms: expected at least one {held_sms, slowdown}");
@@ -348,19 +353,7 @@ TEST(KernelModel, GemmBesideTrafficIsTheMeasurementsMedian) {
   }
   for (const char* other : {"H200-SXM", "GH200", "A100-SXM-80GB", "B200"}) EXPECT_TRUE(traffic_of(other).empty()) << other;
 
-  auto error_of = [](const char* traffic) -> std::string {
-    nlohmann::json p = nlohmann::json::parse(std::string(R"({"schema": "dtsim.profile/1", "device": "H100-SXM",
-      "kernel_model": {"sms": 132, "gemm": {"tiles": [{"m": 128, "n": 256, "efficiency": 1.0}], "pipeline_k": 128,
-      "launch": "4 us", "anchors": [{"dtype": "bf16", "rate": "800 TFLOP/s", "m": 8192, "n": 8192, "k": 8192,
-      "source": "x"}], "beside_traffic": )") + traffic + R"(, "source": "x"},
-      "memory": {"fraction": 0.9, "launch": "2 us", "source": "x"}}})");
-    try {
-      hw::parse_profile(p, "bad.json");
-    } catch (const core::InputError& e) {
-      return e.what();
-    }
-    return "accepted";
-  };
+  auto error_of = [](const char* traffic) { return gemm_fields_error(std::string(R"("beside_traffic": )") + traffic); };
   EXPECT_EQ(error_of(R"({"source": "x", "points": [{"traffic": "500 GB/s", "slowdown": 1.01}]})"), "accepted");
   EXPECT_EQ(error_of(R"({"points": [{"traffic": "500 GB/s", "slowdown": 1.01}]})"),
             "bad.json: /kernel_model/gemm/beside_traffic/source: missing field: expected a string");

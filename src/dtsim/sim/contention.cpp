@@ -3,6 +3,7 @@
 #include "dtsim/sim/replay.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <span>
 
 #include "dtsim/hw/kernel_model.hpp"
@@ -10,34 +11,36 @@
 namespace dtsim::sim {
 namespace {
 
-/// H(u): the measured points interpolated linearly from (0, 1); past the last
-/// point (u_n, H_n), H_n * (S - u_n) / (S - u), the SMs left shrinking.
-double held_sms_slowdown(std::span<const hw::HeldSmsSlowdown> points, int sms, int held) {
-  double prev_held = 0, prev_slowdown = 1.0;
-  for (const hw::HeldSmsSlowdown& p : points) {
-    if (held <= p.held_sms) {
-      const double t = (held - prev_held) / (p.held_sms - prev_held);
-      return prev_slowdown + t * (p.slowdown - prev_slowdown);
-    }
-    prev_held = p.held_sms;
-    prev_slowdown = p.slowdown;
+/// Measured points (x_i, y_i), ascending in x, interpolated linearly from
+/// (0, 1); nullopt past the last, where each curve says what follows.
+template <class Point, class X, class Y>
+std::optional<double> from_one_through(std::span<const Point> points, double x, X x_of, Y y_of) {
+  double prev_x = 0, prev_y = 1.0;
+  for (const Point& p : points) {
+    if (x <= x_of(p)) return prev_y + (x - prev_x) / (x_of(p) - prev_x) * (y_of(p) - prev_y);
+    prev_x = x_of(p);
+    prev_y = y_of(p);
   }
-  return prev_slowdown * (sms - prev_held) / std::max(1, sms - held);
+  return std::nullopt;
 }
 
-/// T(h): the measured points interpolated linearly from (0, 1), held at the
-/// last past it (nothing measured says how it grows beyond).
+/// H(u): the measured points interpolated; past the last point (u_n, H_n),
+/// H_n * (S - u_n) / (S - u), the SMs left shrinking.
+double held_sms_slowdown(std::span<const hw::HeldSmsSlowdown> points, int sms, int held) {
+  const auto y = from_one_through(
+      points, held, [](const hw::HeldSmsSlowdown& p) { return static_cast<double>(p.held_sms); },
+      [](const hw::HeldSmsSlowdown& p) { return p.slowdown; });
+  if (y) return *y;
+  return points.back().slowdown * (sms - points.back().held_sms) / std::max(1, sms - held);
+}
+
+/// T(h): the measured points interpolated, held at the last past it
+/// (nothing measured says how it grows beyond).
 double traffic_slowdown(std::span<const hw::TrafficSlowdown> points, double bytes_per_s) {
-  double prev_rate = 0, prev_slowdown = 1.0;
-  for (const hw::TrafficSlowdown& p : points) {
-    if (bytes_per_s <= p.traffic.value()) {
-      const double t = (bytes_per_s - prev_rate) / (p.traffic.value() - prev_rate);
-      return prev_slowdown + t * (p.slowdown - prev_slowdown);
-    }
-    prev_rate = p.traffic.value();
-    prev_slowdown = p.slowdown;
-  }
-  return prev_slowdown;
+  return from_one_through(
+             points, bytes_per_s, [](const hw::TrafficSlowdown& p) { return p.traffic.value(); },
+             [](const hw::TrafficSlowdown& p) { return p.slowdown; })
+      .value_or(points.back().slowdown);
 }
 
 }  // namespace
