@@ -85,7 +85,7 @@ TEST(GemmTable, NamesAMissingGridPoint) {
 }
 
 TEST(SizeTable, InterpolatesOnLogAxesAndScalesPastTheLargest) {
-  const dtsim::hw::SizeTable table({{Bytes(1000), Seconds(1e-6)}, {Bytes(100000), Seconds(100e-6)}});
+  const dtsim::core::SizeTable table({{Bytes(1000), Seconds(1e-6)}, {Bytes(100000), Seconds(100e-6)}});
   EXPECT_NEAR(table.time(Bytes(10000)).value(), 10e-6, 1e-12);
   EXPECT_DOUBLE_EQ(table.time(Bytes(10)).value(), 1e-6);
   EXPECT_NEAR(table.time(Bytes(400000)).value(), 400e-6, 1e-12);
@@ -190,6 +190,22 @@ TEST(Profile, RejectsAnIncompleteKernelSection) {
   nlohmann::json doc = dtsim::calibrate::to_profile(synthetic_measurements(), nlohmann::json::object());
   doc["kernels"]["copy"] = nlohmann::json::array({doc["kernels"]["copy"][0]});
   EXPECT_THROW(dtsim::hw::parse_profile(doc, "profile.json"), dtsim::core::InputError);
+}
+
+// A collective's samples cost it (net::MeasuredCollective): one sample alone
+// cannot be interpolated, and is one line naming the field.
+TEST(Profile, RejectsACollectiveOfOneSample) {
+  nlohmann::json doc = dtsim::calibrate::to_profile(synthetic_measurements(), nlohmann::json::object());
+  doc["collectives"][0]["samples"] = nlohmann::json::array({doc["collectives"][0]["samples"][0]});
+  try {
+    dtsim::hw::parse_profile(doc, "profile.json");
+    FAIL() << "a collective of one sample was accepted";
+  } catch (const dtsim::core::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("samples"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("at least two sizes"), std::string::npos) << e.what();
+  }
+  doc["collectives"][0]["samples"] = nlohmann::json::array();  // none: the fit costs it
+  EXPECT_EQ(dtsim::hw::parse_profile(doc, "profile.json").collectives[0].samples.size(), 0u);
 }
 
 }  // namespace

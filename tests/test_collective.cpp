@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "dtsim/core/json_reader.hpp"
 #include "dtsim/core/linear_fit.hpp"
@@ -65,7 +66,7 @@ TEST(Collective, AMeasuredFitCostsGroupsInsideANodeOnly) {
   topo::Cluster c = cluster("dgx-h100", 2);
   net::NetworkOptions options;
   const core::LinearFit fit{core::Seconds(50e-6), core::BytesPerSecond(10e9)};  // far from the fabric's figures
-  options.measured[{net::CollectiveOp::kAllReduce, 2}] = fit;
+  options.measured[{net::CollectiveOp::kAllReduce, 2}] = {fit, {}};
   net::Network measured(c, options);
   net::Network fabric(c, {});
   const core::Bytes bytes(1e8);
@@ -75,6 +76,36 @@ TEST(Collective, AMeasuredFitCostsGroupsInsideANodeOnly) {
   EXPECT_NE(local.time.value(), fabric.cost(net::CollectiveOp::kAllReduce, inside, bytes).time.value());
   EXPECT_DOUBLE_EQ(measured.cost(net::CollectiveOp::kAllReduce, across, bytes).time.value(),
                    fabric.cost(net::CollectiveOp::kAllReduce, across, bytes).time.value());
+}
+
+// Where the calibration kept its medians, they cost the collective,
+// interpolated on log axes, and the fit only says how a what-if scales it.
+// The medians are a 2-rank MPI all-reduce's on a CPU host (a quick
+// dtsim-calibrate, 2026-12-03): past the caches the rate falls from 2.6 GB/s
+// at 1 MiB to 1.1 GB/s at 16 MiB, and the fit of every size (2.2 GB/s) gave
+// the 16 MiB all-reduce of the mlp's gradients less than half its time.
+TEST(Collective, MeasuredMediansCostTheCollectiveAndTheFitScalesThem) {
+  topo::Cluster c = cluster("dgx-h100");
+  const core::LinearFit fit{core::Seconds(1.948e-6), core::BytesPerSecond(2.201e9)};
+  const core::SizeTable medians({{core::Bytes(1048576), core::Seconds(401.48e-6)},
+                                 {core::Bytes(4194304), core::Seconds(2153.761e-6)},
+                                 {core::Bytes(16777216), core::Seconds(15754.398e-6)}});
+  net::NetworkOptions options;
+  options.measured[{net::CollectiveOp::kAllReduce, 2}] = {fit, medians};
+  std::vector<int> pair{0, 1};
+  const core::Bytes mlp_gradients(16.02 * 1048576);
+  const double time = net::Network(c, options).cost(net::CollectiveOp::kAllReduce, pair, mlp_gradients).time.value();
+  EXPECT_NEAR(time, medians.time(mlp_gradients).value(), 1e-12);
+  EXPECT_GT(time, 2.0 * fit.time(mlp_gradients).value());
+  // Between two sizes, on log axes: 2 MiB takes the geometric mean of 1 and 4 MiB's.
+  EXPECT_NEAR(net::Network(c, options).cost(net::CollectiveOp::kAllReduce, pair, core::Bytes(2097152)).time.value(),
+              std::sqrt(401.48e-6 * 2153.761e-6), 1e-12);
+  // A what-if of twice the bandwidth scales the median as it scales the fit.
+  options.intra_bandwidth_scale = 2.0;
+  const core::Seconds fitted = fit.time(mlp_gradients);
+  const core::Seconds halved = fit.latency + mlp_gradients / (fit.bandwidth * 2.0);
+  EXPECT_NEAR(net::Network(c, options).cost(net::CollectiveOp::kAllReduce, pair, mlp_gradients).time.value(),
+              time * (halved / fitted), 1e-12);
 }
 
 TEST(Collective, OneMemberCostsNothing) {

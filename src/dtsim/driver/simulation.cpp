@@ -40,12 +40,13 @@ std::filesystem::path resolve_input(const std::string& name_or_path, const std::
                                                name_or_path, folder, choices));
 }
 
-std::map<std::pair<net::CollectiveOp, int>, core::LinearFit> measured_collectives(const hw::Profile& profile) {
-  std::map<std::pair<net::CollectiveOp, int>, core::LinearFit> out;
+std::map<std::pair<net::CollectiveOp, int>, net::MeasuredCollective> measured_collectives(const hw::Profile& profile) {
+  std::map<std::pair<net::CollectiveOp, int>, net::MeasuredCollective> out;
   for (const hw::MeasuredCollective& c : profile.collectives) {
     // parse_profile admitted only these names; ring_exchange is not one the CLI offers.
     const auto op = c.op == "ring_exchange" ? net::CollectiveOp::kRingExchange : *net::parse_collective_op(c.op);
-    out[{op, c.ranks}] = c.fit;
+    // parse_profile admitted the samples only as a table (two sizes or more) or none.
+    out[{op, c.ranks}] = {c.fit, c.samples.size() >= 2 ? core::SizeTable(c.samples) : core::SizeTable()};
   }
   return out;
 }

@@ -90,8 +90,8 @@ int resolve_world(const SimulationRequest& request);
 /// Loads a calibration profile and checks that it measured the cluster's device.
 hw::Profile load_checked_profile(const std::string& path, const topo::Cluster& cluster);
 
-/// The profile's collective fits, keyed as net::NetworkOptions::measured wants them.
-std::map<std::pair<net::CollectiveOp, int>, core::LinearFit> measured_collectives(const hw::Profile& profile);
+/// The profile's measured collectives, keyed as net::NetworkOptions::measured wants them.
+std::map<std::pair<net::CollectiveOp, int>, net::MeasuredCollective> measured_collectives(const hw::Profile& profile);
 
 /// The same on a model and cluster already loaded (a search runs many
 /// strategies on one pair); `strategy` and the options come from `request`.

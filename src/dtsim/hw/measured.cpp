@@ -90,29 +90,7 @@ core::FlopsPerSecond GemmTable::best() const {
   return core::FlopsPerSecond(rate_.empty() ? 0.0 : *std::max_element(rate_.begin(), rate_.end()));
 }
 
-SizeTable::SizeTable(std::vector<core::SizeSample> samples) : samples_(std::move(samples)) {
-  std::sort(samples_.begin(), samples_.end(), [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
-  if (samples_.size() < 2) throw std::invalid_argument("a size table needs at least two sizes");
-  for (const core::SizeSample& s : samples_) {
-    if (!(s.bytes.value() > 0) || !(s.time.value() > 0)) {
-      throw std::invalid_argument("a size table needs positive sizes and times");
-    }
-  }
-}
-
-core::Seconds SizeTable::time(core::Bytes bytes) const {
-  if (empty()) throw std::logic_error("SizeTable::time on an empty table");
-  if (bytes.value() <= 0) return core::Seconds(0);
-  if (bytes <= samples_.front().bytes) return samples_.front().time;
-  if (bytes >= samples_.back().bytes) return samples_.back().time * (bytes / samples_.back().bytes);
-  auto hi = std::upper_bound(samples_.begin(), samples_.end(), bytes,
-                             [](core::Bytes b, const core::SizeSample& s) { return b < s.bytes; });
-  auto lo = hi - 1;
-  const double w = std::log(bytes / lo->bytes) / std::log(hi->bytes / lo->bytes);
-  return core::Seconds(std::exp(std::log(lo->time.value()) * (1 - w) + std::log(hi->time.value()) * w));
-}
-
-const SizeTable& MeasuredKernels::table(KernelFamily family) const {
+const core::SizeTable& MeasuredKernels::table(KernelFamily family) const {
   switch (family) {
     case KernelFamily::kCopy: return memory[0];
     case KernelFamily::kElementwise: return memory[1];

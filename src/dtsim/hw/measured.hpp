@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dtsim/core/linear_fit.hpp"
+#include "dtsim/core/size_table.hpp"
 #include "dtsim/core/units.hpp"
 #include "dtsim/hw/device.hpp"
 #include "dtsim/hw/kernel_calls.hpp"
@@ -40,24 +41,6 @@ class GemmTable {
   std::vector<double> rate_;                     ///< FLOP/s, m-major
 };
 
-/// Time of a streaming kernel against its bytes: piecewise linear between
-/// samples on log-log axes (caches make it anything but one straight line);
-/// below the smallest size, that size's time (latency bound); above the
-/// largest, its time scaled by bytes (bandwidth bound).
-class SizeTable {
- public:
-  SizeTable() = default;
-  /// Sorted by size; throws std::invalid_argument for fewer than two sizes or a non-positive time.
-  explicit SizeTable(std::vector<core::SizeSample> samples);
-
-  [[nodiscard]] bool empty() const { return samples_.empty(); }
-  [[nodiscard]] core::Seconds time(core::Bytes bytes) const;
-  [[nodiscard]] const std::vector<core::SizeSample>& samples() const { return samples_; }
-
- private:
-  std::vector<core::SizeSample> samples_;
-};
-
 /// One GEMM call as a GPU runs it: `count` GEMMs of m x n x k in one
 /// strided-batched launch, in a dtype. A batched launch is not `count`
 /// single ones (it fills the SMs the single ones leave idle), so calls that
@@ -74,9 +57,9 @@ struct MeasuredKernels {
   GemmTable gemm;  ///< the profile's main grid (its `gemm_dtype`), and any dtype without a grid of its own
   std::map<Dtype, GemmTable> gemm_by_dtype;       ///< grids in other dtypes (a GPU calibration)
   std::map<GemmCallKey, core::Seconds> gemm_calls;  ///< whole calls measured as a plan runs them
-  std::array<SizeTable, 3> memory;  ///< by kMemoryFamilies order: copy, elementwise, reduction
+  std::array<core::SizeTable, 3> memory;  ///< by kMemoryFamilies order: copy, elementwise, reduction
 
-  [[nodiscard]] const SizeTable& table(KernelFamily family) const;
+  [[nodiscard]] const core::SizeTable& table(KernelFamily family) const;
   /// The grid measured in `dtype`, or gemm when there is none.
   [[nodiscard]] const GemmTable& gemm_table(Dtype dtype) const;
   /// A GEMM call measured whole, else the grid's time of one GEMM times count.

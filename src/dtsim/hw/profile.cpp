@@ -98,7 +98,7 @@ MeasuredKernels read_kernels(core::JsonReader k) {
     std::vector<core::SizeSample> samples;
     for (core::JsonReader& s : k.objects(name)) samples.push_back(read_size_sample(s));
     try {
-      out.memory[i] = SizeTable(samples);
+      out.memory[i] = core::SizeTable(samples);
     } catch (const std::invalid_argument& e) {
       k.fail(name, e.what());
     }
@@ -115,6 +115,14 @@ MeasuredCollective read_collective(core::JsonReader c) {
   out.fit = {fit.duration("latency"), fit.bandwidth("bandwidth")};
   fit.finish();
   for (core::JsonReader& s : c.objects("samples")) out.samples.push_back(read_size_sample(s));
+  // The samples, not the fit, cost the collective (net::MeasuredCollective): two sizes or more, or none.
+  if (!out.samples.empty()) {
+    try {
+      (void)core::SizeTable(out.samples);
+    } catch (const std::invalid_argument& e) {
+      c.fail("samples", e.what());
+    }
+  }
   c.finish();
   return out;
 }

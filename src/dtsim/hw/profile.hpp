@@ -6,8 +6,9 @@
 ///    measured, for a device with no datasheet (the CPU);
 ///  - `kernels`: measured GEMM grid and streaming-kernel size tables, which
 ///    replace the roofline altogether (hw::MeasuredKernels);
-///  - `collectives`: per collective and rank count, the measured sizes and
-///    their latency-bandwidth fit, which replace the fabric model.
+///  - `collectives`: per collective and rank count, the median time at each
+///    size measured (which replace the fabric model, interpolated between
+///    sizes) and their latency-bandwidth fit (how a what-if scales them).
 /// dtsim-calibrate (calibrate/) writes them; everything here reads them.
 #include <filesystem>
 #include <memory>

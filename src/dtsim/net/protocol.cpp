@@ -136,8 +136,8 @@ CollectivePlan Network::plan(CollectiveOp op, std::span<const int> gpus, Bytes b
     return std::all_of(gpus.begin(), gpus.end(), [&](int g) { return cluster_->node_of_endpoint(g) == node; });
   };
   if (fit != options_.measured.end() && in_one_node()) {
-    // The fit stands for whatever the library did; scale it as a what-if asks.
-    none.fixed = fit->second.latency * options_.latency_scale + bytes / (fit->second.bandwidth * options_.intra_bandwidth_scale);
+    // The measurement stands for whatever the library did; scaled as a what-if asks.
+    none.fixed = fit->second.time(bytes, options_.latency_scale, options_.intra_bandwidth_scale);
     none.algorithm = algorithm == Algorithm::kAuto ? Algorithm::kRing : algorithm;
     none.measured = true;
     return none;
