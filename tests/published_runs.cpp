@@ -112,6 +112,9 @@ struct MptRow {
   int seq = 0, gpus = 0, microbatch = 0, global_batch = 0;
   bool fp8 = false, recompute = false;
   double tokens_per_gpu = 0;
+  std::string attention = "triton";  ///< llm-foundry's attn_impl: triton, or flash (flash-attn 2: flash2)
+  int zero = 3;                      ///< FULL_SHARD; SHARD_GRAD_OP as 2
+  std::string grad_reduce;           ///< empty: FSDP's, the 16-bit dtype
 };
 
 Case mpt_case(const MptRow& row, const std::string& source) {
@@ -125,8 +128,9 @@ Case mpt_case(const MptRow& row, const std::string& source) {
   k.gpus = row.gpus;
   k.nodes = std::max(1, k.gpus / 8);
   // Composer's DecoupledAdamW (the yamls' decoupled_adamw): a loop of eager ops over the tensors.
-  k.strategy = fmt::format("framework=pytorch,dp={},zero=3,mbs={},gbs={},dtype={},attention=triton,recompute={},optimizer=unfused", k.gpus,
-                           row.microbatch, row.global_batch, row.fp8 ? "fp8" : "bf16", row.recompute ? "full" : "none");
+  k.strategy = fmt::format("framework=pytorch,dp={},zero={},mbs={},gbs={},dtype={},attention={},recompute={},optimizer=unfused{}",
+                           k.gpus, row.zero, row.microbatch, row.global_batch, row.fp8 ? "fp8" : "bf16", row.attention,
+                           row.recompute ? "full" : "none", row.grad_reduce.empty() ? "" : ",grad_reduce=" + row.grad_reduce);
   k.metric = Metric::kTokensPerGpu;
   k.measured = row.tokens_per_gpu;
   return k;
@@ -138,7 +142,7 @@ void llm_foundry(const json& c, std::vector<Case>& out) {
   out.push_back(mpt_case({c["id"], c["hardware"]["gpu"], c["model"], c["model"]["seq_len"], c["hardware"]["num_gpus"],
                           p["microbatch"], p["global_batch"], false,
                           p["recompute"].get<std::string>().find("full") != std::string::npos,
-                          c["measured"]["tokens_per_sec_per_gpu"]},
+                          c["measured"]["tokens_per_sec_per_gpu"], "triton", 3, ""},
                          "llm-foundry-mpt"));
 }
 
@@ -152,8 +156,24 @@ void llm_foundry_table(const json& table, std::vector<Case>& out) {
                                : gpu == "a100_80gb" ? "llm-foundry A100 80GB" : "llm-foundry A100 40GB";
     out.push_back(mpt_case({row["id"], gpu, table["models"][row["model"].get<std::string>()], row["seq_len"], row["gpus"],
                             row["microbatch"], row["global_batch"], fp8, row["activation_checkpointing"],
-                            row["tokens_per_sec_per_gpu"]},
+                            row["tokens_per_sec_per_gpu"], "triton", 3, ""},
                            source));
+  }
+}
+
+// llm-foundry's table of MPT runs on 128 to 512 H100s (January 2024), each
+// with what its sweep.py ran the model with: flash-attn 2 for 1B, 3B, 7B and
+// 70B, Triton for 13B and 30B; SHARD_GRAD_OP for 1B and 3B, run as zero=2
+// (dtsim gathers the updated weights after the optimizer step, where FSDP
+// gathers them layer by layer in the next forward); gradients reduced in
+// fp32, as Composer 0.17's DEFAULT mixed precision reduces them.
+void llm_foundry_large_scale(const json& table, std::vector<Case>& out) {
+  for (const json& row : table["rows"]) {
+    out.push_back(mpt_case({row["id"], row["gpu"], table["models"][row["model"].get<std::string>()], row["seq_len"],
+                            row["gpus"], row["microbatch"], row["global_batch"], false, row["activation_checkpointing"],
+                            row["tokens_per_sec_per_gpu"], row["attn_impl"] == "flash" ? "flash2" : "triton",
+                            row["sharding"] == "SHARD_GRAD_OP" ? 2 : 3, row["mp_mode"] == "DEFAULT" ? "fp32" : ""},
+                           "llm-foundry H100 128+"));
   }
 }
 
@@ -518,6 +538,9 @@ const std::vector<Source>& sources() {
       {"megatron-sc21", "nothing: each row runs its authors' arguments (examples/sc21/run_table_1.sh)"},
       {"llm-foundry H100 bf16", "as llm-foundry-mpt; the H100 nodes as dgx-h100 (the source does not state their network)"},
       {"llm-foundry H100 fp8", "as llm-foundry H100 bf16, the GEMMs in FP8 as Transformer Engine runs them (amp_fp8)"},
+      {"llm-foundry H100 128+", "the H100 nodes as dgx-h100 (the source does not state their network); ALiBi inside "
+                                       "the attention kernel; SHARD_GRAD_OP as zero=2 (the updated weights gathered after "
+                                       "the optimizer step, not layer by layer in the next forward)"},
       {"llm-foundry A100 80GB", "as llm-foundry-mpt"},
       {"llm-foundry A100 40GB", "as llm-foundry-mpt; the nodes as dgx-a100-40gb (the source: 1600 Gb/s RoCE per node)"},
       {"megatron-bridge", "FP8 as dtsim's dtype=fp8 (the recipe's per-tensor current scaling); the 8B's full-iteration "
@@ -610,6 +633,7 @@ std::vector<Case> outside_shared_cases() {
     if (id.rfind("bloom_", 0) == 0) bloom(c, out);
   }
   llm_foundry_table(load(validation_file("llm-foundry-mpt.json")), out);
+  llm_foundry_large_scale(load(validation_file("llm-foundry-mpt-large-scale.json")), out);
   const json bridge = load(validation_file("megatron-bridge.json"));
   for (const json& row : bridge["rows"]) megatron_bridge(row, out);
   const json vtrain_runs = load(validation_file("vtrain-runs.json"));

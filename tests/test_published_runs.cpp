@@ -171,11 +171,12 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
 // H200 and B200 rows dtsim had no check on, torchtitan's FSDP2 runs, Llama 3
 // 405B and DeepSeek-V3 at thousands of GPUs, BLOOM-176B, vTrain's 109
 // Megatron-DeepSpeed runs on up to 512 A100s, and the 185 rows of
-// llm-foundry's MPT tables that shared/ does not hold. The bounds hold today's error so it
+// llm-foundry's MPT tables that shared/ does not hold, and its 18 at 128 to
+// 512 H100s. The bounds hold today's error so it
 // cannot grow unseen (the README says where it comes from).
 TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
   const std::vector<Case> cases = validation::outside_shared_cases();
-  ASSERT_EQ(cases.size(), 2U + 8U + 6U + 2U + 1U + 1U + 185U + 11U + 109U);
+  ASSERT_EQ(cases.size(), 2U + 8U + 6U + 2U + 1U + 1U + 185U + 18U + 11U + 109U);
   const auto [by_source, all] = run_table(cases);
   struct Bound {
     double mean, worst;
@@ -211,6 +212,11 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
                                               // the H100's GEMMs beside held SMs as measured: 7.7% to 8.8%
                                               {"llm-foundry H100 bf16", {0.09, 0.35}},
                                               {"llm-foundry H100 fp8", {0.06, 0.11}},
+                                              // 128 to 512 H100s, January 2024 (README, "llm-foundry at 128 to 512
+                                              // H100s"): optimistic on every row, most where flash-attn 2 ran and
+                                              // most at 512 GPUs, where the source loses 3-10% per GPU that dtsim
+                                              // does not
+                                              {"llm-foundry H100 128+", {0.205, 0.37}},
                                               {"llm-foundry A100 80GB", {0.06, 0.40}},
                                               // worst: MPT-70B on 64 GPUs, which the source
                                               // itself puts at 276 tokens/s/GPU against 376 on 128
