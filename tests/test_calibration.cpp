@@ -192,7 +192,7 @@ TEST(Profile, RejectsAnIncompleteKernelSection) {
   EXPECT_THROW(dtsim::hw::parse_profile(doc, "profile.json"), dtsim::core::InputError);
 }
 
-// A collective's samples cost it (net::MeasuredCollective): one sample alone
+// A collective's samples cost it (net::CalibratedCollective): one sample alone
 // cannot be interpolated, and is one line naming the field.
 TEST(Profile, RejectsACollectiveOfOneSample) {
   nlohmann::json doc = dtsim::calibrate::to_profile(synthetic_measurements(), nlohmann::json::object());

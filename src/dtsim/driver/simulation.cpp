@@ -40,8 +40,8 @@ std::filesystem::path resolve_input(const std::string& name_or_path, const std::
                                                name_or_path, folder, choices));
 }
 
-std::map<std::pair<net::CollectiveOp, int>, net::MeasuredCollective> measured_collectives(const hw::Profile& profile) {
-  std::map<std::pair<net::CollectiveOp, int>, net::MeasuredCollective> out;
+std::map<std::pair<net::CollectiveOp, int>, net::CalibratedCollective> measured_collectives(const hw::Profile& profile) {
+  std::map<std::pair<net::CollectiveOp, int>, net::CalibratedCollective> out;
   for (const hw::MeasuredCollective& c : profile.collectives) {
     // parse_profile admitted only these names; ring_exchange is not one the CLI offers.
     const auto op = c.op == "ring_exchange" ? net::CollectiveOp::kRingExchange : *net::parse_collective_op(c.op);

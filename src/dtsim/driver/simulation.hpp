@@ -91,7 +91,7 @@ int resolve_world(const SimulationRequest& request);
 hw::Profile load_checked_profile(const std::string& path, const topo::Cluster& cluster);
 
 /// The profile's measured collectives, keyed as net::NetworkOptions::measured wants them.
-std::map<std::pair<net::CollectiveOp, int>, net::MeasuredCollective> measured_collectives(const hw::Profile& profile);
+std::map<std::pair<net::CollectiveOp, int>, net::CalibratedCollective> measured_collectives(const hw::Profile& profile);
 
 /// The same on a model and cluster already loaded (a search runs many
 /// strategies on one pair); `strategy` and the options come from `request`.

@@ -115,7 +115,7 @@ MeasuredCollective read_collective(core::JsonReader c) {
   out.fit = {fit.duration("latency"), fit.bandwidth("bandwidth")};
   fit.finish();
   for (core::JsonReader& s : c.objects("samples")) out.samples.push_back(read_size_sample(s));
-  // The samples, not the fit, cost the collective (net::MeasuredCollective): two sizes or more, or none.
+  // The samples, not the fit, cost the collective (net::CalibratedCollective): two sizes or more, or none.
   if (!out.samples.empty()) {
     try {
       (void)core::SizeTable(out.samples);

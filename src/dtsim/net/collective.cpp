@@ -26,7 +26,7 @@ std::optional<CollectiveOp> parse_collective_op(std::string_view text) {
   return std::nullopt;
 }
 
-core::Seconds MeasuredCollective::time(core::Bytes bytes, double latency_scale, double bandwidth_scale) const {
+core::Seconds CalibratedCollective::time(core::Bytes bytes, double latency_scale, double bandwidth_scale) const {
   const core::Seconds scaled = fit.latency * latency_scale + bytes / (fit.bandwidth * bandwidth_scale);
   if (medians.empty()) return scaled;
   // The fit says how much a what-if changes the time; the medians, what it is.

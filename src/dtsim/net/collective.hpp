@@ -73,7 +73,7 @@ std::optional<Protocol> parse_protocol(std::string_view text);
 /// an MPI all-reduce of 2 ranks on one CPU host moved 2.6 GB/s at 1 MiB and
 /// 1.1 GB/s at 16 MiB, once its buffers left the caches, and one latency and
 /// bandwidth fitted to every size costed the 16 MiB one at half its time.
-struct MeasuredCollective {
+struct CalibratedCollective {
   core::LinearFit fit;
   core::SizeTable medians;  ///< empty where fewer than two sizes were kept: the fit alone
   /// The time of `bytes`, its latency and bandwidth scaled as a what-if asks.
@@ -93,10 +93,10 @@ struct NetworkOptions {
   double latency_scale = 1.0;
   /// Measured collectives (a dtsim-calibrate profile): a collective of that
   /// op over that many ranks inside one node costs what it was measured to
-  /// take (MeasuredCollective::time), whatever the fabric says (the
+  /// take (CalibratedCollective::time), whatever the fabric says (the
   /// calibration measured it on one machine); across nodes the fabric's
   /// model. The what-if scales still apply.
-  std::map<std::pair<CollectiveOp, int>, MeasuredCollective> measured;
+  std::map<std::pair<CollectiveOp, int>, CalibratedCollective> measured;
 };
 
 /// Concurrent flows that start together and end together (one step of a ring
