@@ -205,7 +205,7 @@ TEST(Profile, RejectsACollectiveOfOneSample) {
     EXPECT_NE(std::string(e.what()).find("at least two sizes"), std::string::npos) << e.what();
   }
   doc["collectives"][0]["samples"] = nlohmann::json::array();  // none: the fit costs it
-  EXPECT_EQ(dtsim::hw::parse_profile(doc, "profile.json").collectives[0].samples.size(), 0u);
+  EXPECT_EQ(dtsim::hw::parse_profile(doc, "profile.json").collectives[0].medians.samples().size(), 0u);
 }
 
 }  // namespace

@@ -13,31 +13,18 @@ The figures are the source's; nothing is derived but the row's id.
 """
 import ast
 import json
-import re
-import subprocess
 import sys
 
+from llm_foundry_table import README, by_size, readme_rows, shape, show
+
 COMMIT = "5e85bd62d"
-README = "scripts/train/benchmarking/README.md"
 SWEEP = "scripts/train/benchmarking/sweep.py"
 TABLE = "H100 80GB BF16 (Large Scale, >= 128 GPUs)"
 
 
-def show(repo, path):
-    return subprocess.run(["git", "-C", repo, "show", f"{COMMIT}:{path}"], check=True, capture_output=True,
-                          text=True).stdout
-
-
-def shape(repo, size):
-    text = show(repo, f"scripts/train/yamls/pretrain/mpt-{size}.yaml")
-    field = lambda name: int(re.search(rf"^\s*{name}:\s*(\d+)", text, re.M).group(1))
-    return {"layers": field("n_layers"), "hidden": field("d_model"), "heads": field("n_heads"),
-            "ffn_hidden": field("d_model") * field("expansion_ratio"), "vocab": field("vocab_size")}
-
-
 def sweep_settings(repo):
     """sweep.py's model_args_list: {size: {flag: value}} for each model yaml."""
-    tree = ast.parse(show(repo, SWEEP))
+    tree = ast.parse(show(repo, SWEEP, COMMIT))
     settings = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "model_args_list":
@@ -49,13 +36,10 @@ def sweep_settings(repo):
 
 def main(repo):
     settings = sweep_settings(repo)
-    rows, table = [], None
-    for line in show(repo, README).splitlines():
-        if line.startswith("## "):
-            table = line[3:].strip()
-        if table != TABLE or not line.startswith("|  ") or "Model" in line or "---" in line:
+    rows = []
+    for table, c in readme_rows(repo, COMMIT):
+        if table != TABLE:
             continue
-        c = [x.strip() for x in line.strip().strip("|").split("|")]
         size, seq, gpus, gpu = c[0], int(c[1]), int(c[2]), c[3]
         flags = settings[size]
         row = {"id": f"mpt_{gpu}_{size}_seq{seq}_{gpus}gpu_large_scale", "model": size, "seq_len": seq, "gpus": gpus,
@@ -67,7 +51,7 @@ def main(repo):
         assert row["microbatch"] == int(flags["--microbatch_size"]), row
         assert row["activation_checkpointing"] == (flags["--fsdp_config_activation_checkpointing"] == "true"), row
         rows.append(row)
-    sizes = sorted({r["model"] for r in rows}, key=lambda s: float(s[:-1]) * (1e-3 if s.endswith("m") else 1))
+    sizes = by_size({r["model"] for r in rows})
     json.dump({
         "about": "llm-foundry's MPT training benchmarks at 128 to 512 H100s (PyTorch FSDP through Composer, ALiBi), "
                  "with the attention, sharding and checkpointing its sweep.py ran each model with; written by "
@@ -80,7 +64,7 @@ def main(repo):
                    "software": "sweep.py names no image (sweep.sh at the commit: mosaicml/pytorch:2.1.0_cu121); "
                                "llm-foundry main with its gpu-flash2 extra (flash-attn 2); Composer 0.17, whose "
                                "DEFAULT mixed precision reduces gradients in fp32 (composer#2628)"},
-        "models": {s: shape(repo, s) for s in sizes},
+        "models": {s: shape(repo, s, COMMIT) for s in sizes},
         "rows": rows,
     }, sys.stdout, indent=1)
     sys.stdout.write("\n")

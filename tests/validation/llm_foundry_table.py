@@ -21,27 +21,37 @@ README = "scripts/train/benchmarking/README.md"
 SHARED = pathlib.Path(__file__).resolve().parents[2].parent / "shared" / "validation" / "published-runs.json"
 
 
-def show(repo, path):
-    return subprocess.run(["git", "-C", repo, "show", f"{COMMIT}:{path}"], check=True, capture_output=True,
+def show(repo, path, commit=COMMIT):
+    return subprocess.run(["git", "-C", repo, "show", f"{commit}:{path}"], check=True, capture_output=True,
                           text=True).stdout
 
 
-def shape(repo, size):
-    text = show(repo, f"scripts/train/yamls/pretrain/mpt-{size}.yaml")
+def shape(repo, size, commit=COMMIT):
+    text = show(repo, f"scripts/train/yamls/pretrain/mpt-{size}.yaml", commit)
     field = lambda name: int(re.search(rf"^\s*{name}:\s*(\d+)", text, re.M).group(1))
     return {"layers": field("n_layers"), "hidden": field("d_model"), "heads": field("n_heads"),
             "ffn_hidden": field("d_model") * field("expansion_ratio"), "vocab": field("vocab_size")}
 
 
-def main(repo):
-    shared = {c["id"] for c in json.loads(SHARED.read_text())["cases"]}
-    rows, table = [], None
-    for line in show(repo, README).splitlines():
+def readme_rows(repo, commit=COMMIT):
+    """(table title, cells) for each data row of the benchmark README's tables."""
+    table = None
+    for line in show(repo, README, commit).splitlines():
         if line.startswith("## "):
             table = line[3:].strip()
-        if not line.startswith("|  ") or "Model" in line or "---" in line:
-            continue
-        c = [x.strip() for x in line.strip().strip("|").split("|")]
+        if line.startswith("|  ") and "Model" not in line and "---" not in line:
+            yield table, [x.strip() for x in line.strip().strip("|").split("|")]
+
+
+def by_size(sizes):
+    """Model sizes (125m, 1b, ...) smallest first."""
+    return sorted(sizes, key=lambda s: float(s[:-1]) * (1e-3 if s.endswith("m") else 1))
+
+
+def main(repo):
+    shared = {c["id"] for c in json.loads(SHARED.read_text())["cases"]}
+    rows = []
+    for table, c in readme_rows(repo):
         size, seq, gpus, gpu = c[0], int(c[1]), int(c[2]), c[3]
         row_id = f"mpt_{gpu}_{size}_seq{seq}_{gpus}gpu"
         precision = c[14]
@@ -60,7 +70,7 @@ def main(repo):
     for r in rows:
         if seen[r["id"]] > 1:
             r["id"] += f"_mbs{r['microbatch']}"
-    sizes = sorted({r["model"] for r in rows}, key=lambda s: float(s[:-1]) * (1e-3 if s.endswith("m") else 1))
+    sizes = by_size({r["model"] for r in rows})
     json.dump({
         "about": "llm-foundry's MPT training benchmarks (PyTorch FSDP through Composer, attn_impl triton, ALiBi), "
                  "every row that ../shared/validation/published-runs.json does not hold; written by "

@@ -45,8 +45,7 @@ std::map<std::pair<net::CollectiveOp, int>, net::CalibratedCollective> measured_
   for (const hw::MeasuredCollective& c : profile.collectives) {
     // parse_profile admitted only these names; ring_exchange is not one the CLI offers.
     const auto op = c.op == "ring_exchange" ? net::CollectiveOp::kRingExchange : *net::parse_collective_op(c.op);
-    // parse_profile admitted the samples only as a table (two sizes or more) or none.
-    out[{op, c.ranks}] = {c.fit, c.samples.size() >= 2 ? core::SizeTable(c.samples) : core::SizeTable()};
+    out[{op, c.ranks}] = {c.fit, c.medians};
   }
   return out;
 }

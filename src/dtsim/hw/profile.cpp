@@ -1,6 +1,7 @@
 #include "dtsim/hw/profile.hpp"
 
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -114,11 +115,12 @@ MeasuredCollective read_collective(core::JsonReader c) {
   core::JsonReader fit = c.object("fit");
   out.fit = {fit.duration("latency"), fit.bandwidth("bandwidth")};
   fit.finish();
-  for (core::JsonReader& s : c.objects("samples")) out.samples.push_back(read_size_sample(s));
+  std::vector<core::SizeSample> samples;
+  for (core::JsonReader& s : c.objects("samples")) samples.push_back(read_size_sample(s));
   // The samples, not the fit, cost the collective (net::CalibratedCollective): two sizes or more, or none.
-  if (!out.samples.empty()) {
+  if (!samples.empty()) {
     try {
-      (void)core::SizeTable(out.samples);
+      out.medians = core::SizeTable(std::move(samples));
     } catch (const std::invalid_argument& e) {
       c.fail("samples", e.what());
     }

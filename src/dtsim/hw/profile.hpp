@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dtsim/core/linear_fit.hpp"
+#include "dtsim/core/size_table.hpp"
 #include "dtsim/hw/cost_model.hpp"
 #include "dtsim/hw/kernel_model.hpp"
 #include "dtsim/hw/measured.hpp"
@@ -36,7 +37,7 @@ struct MeasuredCollective {
   std::string op;  ///< net::to_string of the collective ("all_reduce")
   int ranks = 0;
   core::LinearFit fit;
-  std::vector<core::SizeSample> samples;  ///< medians
+  core::SizeTable medians;  ///< the samples' medians by size; empty where the profile kept none
 };
 
 struct Profile {
