@@ -125,6 +125,27 @@ void collectives(MPI_Comm world, const CalibrationOptions& o, Measurements& out)
 
 }  // namespace
 
+std::vector<GemmCallPoint> time_gemm_calls(MPI_Comm world, const std::vector<GemmCallPoint>& calls,
+                                           const TimingOptions& timing) {
+  exec::CpuKernels kernels;
+  for (const GemmCallPoint& c : calls) kernels.reserve(c.call);
+  std::vector<GemmCallPoint> out = calls;
+  std::vector<bool> timed(calls.size(), false);
+  auto time_call = [&](std::size_t i) {
+    const hw::KernelCall& call = calls[i].call;
+    Series s = time_on_all_ranks(world, [&] { kernels.run(call); }, timing);
+    if (kernels.check_gemm(call.gemm) > 1e-3) {
+      throw std::runtime_error(fmt::format("GEMM call {}x{}x{} (x{}) gave a wrong result", call.gemm.m, call.gemm.n,
+                                           call.gemm.k, call.count));
+    }
+    if (!timed[i] || s.median() < out[i].series.median()) out[i].series = std::move(s);
+    timed[i] = true;
+  };
+  for (std::size_t i = 0; i < calls.size(); ++i) time_call(i);
+  for (std::size_t i = calls.size(); i-- > 0;) time_call(i);
+  return out;
+}
+
 std::vector<core::Bytes> size_steps(core::Bytes first, core::Bytes last, double factor) {
   std::vector<core::Bytes> out;
   for (double b = first.value(); b <= last.value() * 1.0001; b *= factor) out.emplace_back(std::round(b));

@@ -28,6 +28,14 @@ struct CalibrationOptions {
 /// Throws std::runtime_error when a check after a timed loop fails.
 Measurements calibrate_cpu(MPI_Comm world, const CalibrationOptions& options);
 
+/// Each call timed whole on every rank at once, as `dtsim run` launches it
+/// (`count` GEMMs of its shape on the executor's kernels), in two passes of
+/// opposite order keeping the lower median, as the grid's points are.
+/// Collective over `world`: every rank passes the same calls.
+/// Throws std::runtime_error when a call gives a wrong result.
+std::vector<GemmCallPoint> time_gemm_calls(MPI_Comm world, const std::vector<GemmCallPoint>& calls,
+                                           const TimingOptions& timing);
+
 /// The sizes from `first` to `last` in steps of `factor` (last included).
 std::vector<core::Bytes> size_steps(core::Bytes first, core::Bytes last, double factor);
 

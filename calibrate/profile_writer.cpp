@@ -81,6 +81,14 @@ nlohmann::json to_profile(const Measurements& m, const nlohmann::json& provenanc
     kernels["gemm"].push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"median_us", seconds * 1e6},
                                {"times_us", times_us(g.series)}});
   }
+  if (!m.gemm_calls.empty()) {
+    kernels["gemm_calls"] = nlohmann::json::array();
+    for (const GemmCallPoint& c : m.gemm_calls) {
+      kernels["gemm_calls"].push_back({{"m", c.call.gemm.m}, {"n", c.call.gemm.n}, {"k", c.call.gemm.k},
+                                       {"count", c.call.count}, {"dtype", hw::to_string(c.dtype)},
+                                       {"median_us", c.series.median().value() * 1e6}, {"times_us", times_us(c.series)}});
+    }
+  }
   for (std::size_t f = 0; f < 3; ++f) {
     nlohmann::json rows = nlohmann::json::array();
     for (const SizePoint& p : m.memory[f]) rows.push_back(size_point(p));

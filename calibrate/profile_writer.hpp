@@ -10,12 +10,20 @@
 #include "calibrate/harness.hpp"
 #include "dtsim/core/units.hpp"
 #include "dtsim/exec/reference_probe.hpp"
+#include "dtsim/hw/device.hpp"
 #include "dtsim/hw/kernel_calls.hpp"
 
 namespace dtsim::calibrate {
 
 struct GemmPoint {
   std::int64_t m = 0, n = 0, k = 0;
+  Series series;
+};
+
+/// A GEMM call timed whole, as the executor runs it: `count` GEMMs of one shape.
+struct GemmCallPoint {
+  hw::KernelCall call;
+  hw::Dtype dtype = hw::Dtype::kFp32;  ///< the dtype the plan prices it in (the CPU runs every GEMM in fp32)
   Series series;
 };
 
@@ -32,6 +40,7 @@ struct CollectivePoints {
 
 struct Measurements {
   std::vector<GemmPoint> gemm;
+  std::vector<GemmCallPoint> gemm_calls;  ///< a plan's own calls (dtsim validate), looked up before the grid
   std::vector<SizePoint> memory[3];  ///< by hw::kMemoryFamilies: copy, elementwise, reduction
   std::vector<CollectivePoints> collectives;
   core::Bytes machine_memory;        ///< RAM of the machine
@@ -47,8 +56,9 @@ struct Measurements {
 nlohmann::json collect_provenance(const std::string& arguments, int ranks);
 
 /// The profile of the local CPU ("device": "CPU"): device figures (best GEMM
-/// rate, streaming bandwidth of the largest copy, RAM), the kernel tables,
-/// and a latency-bandwidth fit per collective and rank count.
+/// rate, streaming bandwidth of the largest copy, RAM), the kernel tables
+/// (the GEMM grid, any whole calls, the streaming kernels), and a
+/// latency-bandwidth fit per collective and rank count.
 /// The provenance gets `cpu_share` from the measurements.
 nlohmann::json to_profile(const Measurements& measured, const nlohmann::json& provenance);
 

@@ -186,6 +186,22 @@ TEST(Profile, CostModelSumsTheTablesOverKernelCalls) {
   EXPECT_NEAR(model.time(w, dtsim::hw::Dtype::kFp32).value(), 2 * p.kernels->gemm.time({128, 128, 128, 1}).value(), 1e-12);
 }
 
+// validate's own calibration adds the plan's GEMM calls measured whole: the
+// cost model takes such a call's median, the grid's interpolation only for
+// the calls it lacks.
+TEST(Profile, AMeasuredCallCostsItsMedianBeforeTheGrid) {
+  dtsim::calibrate::Measurements m = synthetic_measurements();
+  const dtsim::hw::KernelCall call{dtsim::hw::KernelFamily::kGemm, {64, 1024, 1024, 1}, 1, Bytes(0)};
+  m.gemm_calls.push_back({call, dtsim::hw::Dtype::kFp32, constant(7e-3)});
+  const dtsim::hw::Profile p = dtsim::hw::parse_profile(dtsim::calibrate::to_profile(m, nlohmann::json::object()),
+                                                        "profile.json");
+  ASSERT_TRUE(p.kernels);
+  EXPECT_DOUBLE_EQ(p.kernels->time(call).value(), 7e-3);
+  const dtsim::hw::KernelCall other{dtsim::hw::KernelFamily::kGemm, {128, 1024, 1024, 1}, 1, Bytes(0)};
+  EXPECT_DOUBLE_EQ(p.kernels->time(other).value(), p.kernels->gemm.time(other.gemm).value());
+  EXPECT_NE(p.kernels->gemm.time(call.gemm).value(), 7e-3);
+}
+
 TEST(Profile, RejectsAnIncompleteKernelSection) {
   nlohmann::json doc = dtsim::calibrate::to_profile(synthetic_measurements(), nlohmann::json::object());
   doc["kernels"]["copy"] = nlohmann::json::array({doc["kernels"]["copy"][0]});

@@ -15,6 +15,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -139,6 +141,28 @@ TEST(LoopCli, MaxErrorMakesItARegressionCheck) {
                               " -s dp=2,gbs=4,mbs=2,dtype=fp32", true);
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("exceeds --max-error 0.0001%"), std::string::npos) << r.out;
+}
+
+// validate's own calibration measures the plan's GEMM calls whole, beside
+// the grid: the mlp's stages at mbs 64 make two distinct calls (forward and
+// data gradient 64 x 1024 by 1024 x 1024, weight gradient 1024 x 64 by 64 x 1024).
+TEST(LoopCli, ValidateCalibratesThePlansOwnGemmCalls) {
+  const ScratchDir scratch;
+  const std::string saved = scratch.file("validate-profile.json");
+  CliResult r = run_dtsim("validate --steps 1 --warmup 0 --quick-calibration --save-profile " + saved +
+                          " -m mlp -s pp=2,gbs=128,mbs=64,dtype=fp32,schedule=1f1b");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream file(saved);
+  const nlohmann::json p = nlohmann::json::parse(file);
+  std::set<std::vector<std::int64_t>> shapes;
+  for (const nlohmann::json& c : p.at("kernels").at("gemm_calls")) {
+    EXPECT_GT(c.at("median_us").get<double>(), 0);
+    EXPECT_EQ(c.at("dtype"), "fp32");
+    shapes.insert({c.at("m").get<std::int64_t>(), c.at("n").get<std::int64_t>(), c.at("k").get<std::int64_t>(),
+                   c.at("count").get<std::int64_t>()});
+  }
+  EXPECT_EQ(shapes, (std::set<std::vector<std::int64_t>>{{64, 1024, 1024, 1}, {1024, 1024, 64, 1}}));
+  EXPECT_EQ(p.at("kernels").at("gemm").size(), 64u) << "the grid is still measured, for any other plan";
 }
 
 TEST(LoopCli, RunReportsTheMeasuredStep) {
