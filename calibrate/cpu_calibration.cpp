@@ -1,9 +1,7 @@
 #include "calibrate/cpu_calibration.hpp"
 
-#include <array>
 #include <chrono>
 #include <cmath>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -19,34 +17,16 @@
 namespace dtsim::calibrate {
 namespace {
 
-// Every (m, n, k) of the grid, in two passes of opposite order, each point
-// keeping the pass with the lower median. On a shared machine a neighbour
-// can slow a second or two of the grid while the reference probes before
-// and after it see nothing (the loop test saw a table 46% slow between
-// steady probes); the other pass reaches those points at another moment.
+// Every (m, n, k) of the grid, timed as time_gemm_calls times a plan's calls.
 void gemm_grid(MPI_Comm world, const CalibrationOptions& o, Measurements& out) {
-  exec::CpuKernels kernels;
-  std::vector<std::array<std::int64_t, 3>> shapes;
+  std::vector<GemmCallPoint> points;
   for (std::int64_t m : o.gemm_sizes) {
     for (std::int64_t n : o.gemm_sizes) {
-      for (std::int64_t k : o.gemm_sizes) shapes.push_back({m, n, k});
+      for (std::int64_t k : o.gemm_sizes) points.push_back({{hw::KernelFamily::kGemm, {m, n, k, 1}, 1, core::Bytes(0)}, hw::Dtype::kFp32, {}});
     }
   }
-  std::vector<std::optional<Series>> best(shapes.size());
-  auto time_point = [&](std::size_t i) {
-    const auto [m, n, k] = shapes[i];
-    const hw::KernelCall call{hw::KernelFamily::kGemm, {m, n, k, 1}, 1, core::Bytes(0)};
-    kernels.reserve(call);
-    Series s = time_on_all_ranks(world, [&] { kernels.gemm(call.gemm); }, o.timing);
-    if (kernels.check_gemm(call.gemm) > 1e-3) {
-      throw std::runtime_error(fmt::format("GEMM {}x{}x{} gave a wrong result", m, n, k));
-    }
-    if (!best[i] || s.median() < best[i]->median()) best[i] = std::move(s);
-  };
-  for (std::size_t i = 0; i < shapes.size(); ++i) time_point(i);
-  for (std::size_t i = shapes.size(); i-- > 0;) time_point(i);
-  for (std::size_t i = 0; i < shapes.size(); ++i) {
-    out.gemm.push_back({shapes[i][0], shapes[i][1], shapes[i][2], std::move(*best[i])});
+  for (GemmCallPoint& p : time_gemm_calls(world, points, o.timing)) {
+    out.gemm.push_back({p.call.gemm.m, p.call.gemm.n, p.call.gemm.k, std::move(p.series)});
   }
 }
 
@@ -125,25 +105,25 @@ void collectives(MPI_Comm world, const CalibrationOptions& o, Measurements& out)
 
 }  // namespace
 
-std::vector<GemmCallPoint> time_gemm_calls(MPI_Comm world, const std::vector<GemmCallPoint>& calls,
-                                           const TimingOptions& timing) {
+// Two passes of opposite order, each call keeping the pass with the lower
+// median. On a shared machine a neighbour can slow a second or two of the
+// grid while the reference probes before and after it see nothing (the loop
+// test saw a table 46% slow between steady probes); the other pass reaches
+// those points at another moment.
+std::vector<GemmCallPoint> time_gemm_calls(MPI_Comm world, std::vector<GemmCallPoint> calls, const TimingOptions& timing) {
   exec::CpuKernels kernels;
   for (const GemmCallPoint& c : calls) kernels.reserve(c.call);
-  std::vector<GemmCallPoint> out = calls;
-  std::vector<bool> timed(calls.size(), false);
-  auto time_call = [&](std::size_t i) {
-    const hw::KernelCall& call = calls[i].call;
-    Series s = time_on_all_ranks(world, [&] { kernels.run(call); }, timing);
-    if (kernels.check_gemm(call.gemm) > 1e-3) {
-      throw std::runtime_error(fmt::format("GEMM call {}x{}x{} (x{}) gave a wrong result", call.gemm.m, call.gemm.n,
-                                           call.gemm.k, call.count));
+  auto time_call = [&](GemmCallPoint& c) {
+    Series s = time_on_all_ranks(world, [&] { kernels.run(c.call); }, timing);
+    if (kernels.check_gemm(c.call.gemm) > 1e-3) {
+      throw std::runtime_error(fmt::format("GEMM {}x{}x{} (x{}) gave a wrong result", c.call.gemm.m, c.call.gemm.n,
+                                           c.call.gemm.k, c.call.count));
     }
-    if (!timed[i] || s.median() < out[i].series.median()) out[i].series = std::move(s);
-    timed[i] = true;
+    if (c.series.times.empty() || s.median() < c.series.median()) c.series = std::move(s);
   };
-  for (std::size_t i = 0; i < calls.size(); ++i) time_call(i);
-  for (std::size_t i = calls.size(); i-- > 0;) time_call(i);
-  return out;
+  for (GemmCallPoint& c : calls) time_call(c);
+  for (auto c = calls.rbegin(); c != calls.rend(); ++c) time_call(*c);
+  return calls;
 }
 
 std::vector<core::Bytes> size_steps(core::Bytes first, core::Bytes last, double factor) {

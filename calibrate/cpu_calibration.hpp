@@ -33,8 +33,8 @@ Measurements calibrate_cpu(MPI_Comm world, const CalibrationOptions& options);
 /// opposite order keeping the lower median, as the grid's points are.
 /// Collective over `world`: every rank passes the same calls.
 /// Throws std::runtime_error when a call gives a wrong result.
-std::vector<GemmCallPoint> time_gemm_calls(MPI_Comm world, const std::vector<GemmCallPoint>& calls,
-                                           const TimingOptions& timing);
+/// The grid's points are timed so too, as calls of count 1.
+std::vector<GemmCallPoint> time_gemm_calls(MPI_Comm world, std::vector<GemmCallPoint> calls, const TimingOptions& timing);
 
 /// The sizes from `first` to `last` in steps of `factor` (last included).
 std::vector<core::Bytes> size_steps(core::Bytes first, core::Bytes last, double factor);
