@@ -181,6 +181,31 @@ TEST(Simulation, FullRecomputationRecomputesTheBlocksOnly) {
   EXPECT_GT(blocks, 0);
 }
 
+// On a layer graph every layer is a block: recomputed, it keeps only its
+// first op's input through the forward and holds what it saves again only
+// during its own backward. Before the forty-third session it kept all it
+// saved as well, so recompute=full cost ResNet-50 a forward and saved nothing.
+TEST(Simulation, FullRecomputationOfALayerGraphKeepsEachLayersInput) {
+  auto resnet = [](const std::string& recompute) {
+    return run("one_device,mbs=64,gbs=64,dtype=fp16,recompute=" + recompute, 1, false, "resnet50");
+  };
+  const driver::Simulation none = resnet("none"), full = resnet("full");
+  double inputs = 0, largest = 0;
+  for (const model::Layer& l : full.graph.layers) {
+    inputs += l.input_elements;
+    double saved = 0;
+    for (const model::Op& op : l.ops) saved += op.saved.replicated_elements;
+    largest = std::max(largest, saved);
+  }
+  EXPECT_DOUBLE_EQ(full.graph.layers.front().input_elements, 3.0 * 224 * 224);  // the image
+  const double per_element = 2.0 * 64;                                           // fp16, 64 images
+  const double kept = full.report.per_stage[0].activations.value();
+  EXPECT_GE(kept, inputs * per_element);
+  EXPECT_LE(kept, (inputs + largest) * per_element);
+  EXPECT_LT(kept, none.report.per_stage[0].activations.value() / 2);
+  EXPECT_GT(full.timeline.makespan, none.timeline.makespan);
+}
+
 // Megatron's block method (recompute_layers): the first n blocks of each
 // model chunk are recomputed, the others keep their activations, so time
 // and memory fall between none and full.
@@ -369,6 +394,28 @@ TEST(Simulation, PipelineSendsCarryTheirTensorParallelShareOrTheWholeActivation)
   EXPECT_DOUBLE_EQ(sent("framework=deepspeed"), whole / 2);
   EXPECT_DOUBLE_EQ(sent("framework=deepspeed,p2p_scatter=off"), whole);
   EXPECT_DOUBLE_EQ(sent("framework=megatron"), whole / 2);
+}
+
+// A layer graph's stage sends what its last layer outputs, which differs
+// from boundary to boundary (a CNN's feature maps shrink); before, a graph
+// without a transformer's hidden size sent nothing and its pipeline
+// transfers were free.
+TEST(Simulation, ALayerGraphsStageSendsItsLastLayersOutput) {
+  auto sent = [](const std::string& model, const std::string& strategy) {
+    const driver::Simulation s = run(strategy, 1, false, model);
+    std::set<double> sizes;
+    for (const plan::Task& t : s.tasks.tasks) {
+      if (t.kind != plan::TaskKind::kComm || t.stream != plan::Stream::kPointToPoint) continue;
+      sizes.insert(s.tasks.calls[static_cast<std::size_t>(t.payload)].bytes.value());
+    }
+    return sizes;
+  };
+  // The mlp's layers each output 1024 features: 2 samples of fp16.
+  EXPECT_EQ(sent("mlp", "pp=2,mbs=2,gbs=8,dtype=fp16"), std::set<double>{2.0 * 1024 * 2});
+  // ResNet-50 on four stages: stage 0 ends in a layer1 block (56x56x256),
+  // stages 1 and 2 in layer3 blocks (14x14x1024); 8 samples of fp16.
+  EXPECT_EQ(sent("resnet50", "pp=4,dp=1,mbs=8,gbs=64,dtype=fp16"),
+            (std::set<double>{8.0 * 14 * 14 * 1024 * 2, 8.0 * 56 * 56 * 256 * 2}));
 }
 
 // The receiving stage all-gathers a split send over its tensor-parallel

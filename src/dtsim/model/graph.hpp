@@ -121,6 +121,15 @@ struct Layer {
   std::vector<Op> ops;
   /// Tokens per sample of the layer's input (what full recomputation keeps); 0: the model's seq_len.
   std::int64_t tokens = 0;
+  /// Elements per sample of the layer's input: all that full recomputation
+  /// keeps of a layer graph's layer. Layer graphs set it from their first op;
+  /// 0 for a transformer's, whose input is `tokens` x hidden.
+  double input_elements = 0;
+  /// Elements per sample of the layer's output: what a pipeline stage that
+  /// ends with it sends on, and the gradient it receives back. Layer graphs
+  /// set it from their last op; 0 for a transformer's, whose layers all
+  /// output seq_len x hidden.
+  double output_elements = 0;
 };
 
 /// The shape of a transformer, kept for validating strategies against it.

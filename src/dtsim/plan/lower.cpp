@@ -186,14 +186,29 @@ std::uint32_t Lowering::comm(RankState& s, Stream stream, CommOp op, int group_i
   return add_task(task, deps);
 }
 
-Bytes Lowering::boundary_bytes() const {
-  const double hidden = graph_.transformer ? static_cast<double>(graph_.transformer->hidden) : 0;
+Bytes Lowering::boundary_bytes(int v) const {
+  // A transformer's layers all output seq_len x hidden; a layer graph's
+  // stage sends what its last layer outputs.
+  const std::vector<int>& sender = chunks_[static_cast<std::size_t>(v)];
+  const double per_sample =
+      graph_.transformer ? static_cast<double>(graph_.seq_len) * static_cast<double>(graph_.transformer->hidden)
+      : sender.empty()   ? 0.0
+                         : graph_.layers[static_cast<std::size_t>(sender.back())].output_elements;
   // Megatron-LM and DeepSpeed's PipelineEngine send 1/tp of the activation
   // and all-gather it over NVLink (scatter-gather, partitioned pipes);
   // p2p_scatter=off sends each rank's whole copy.
   const int split = r_.s.splits_pipeline_sends() ? r_.s.tp : 1;
-  return Bytes(static_cast<double>(graph_.seq_len) * hidden * hw::activation_bytes(r_.s.dtype) * r_.s.mbs /
-               (split * r_.s.cp));
+  return Bytes(per_sample * hw::activation_bytes(r_.s.dtype) * r_.s.mbs / (split * r_.s.cp));
+}
+
+Bytes Lowering::largest_boundary_bytes(int p) const {
+  Bytes largest;
+  for (int chunk = 0; chunk < r_.s.vpp; ++chunk) {
+    const int v = virtual_stage(p, chunk);
+    if (v > 0) largest = std::max(largest, boundary_bytes(v - 1));
+    if (v < virtual_stages_ - 1) largest = std::max(largest, boundary_bytes(v));
+  }
+  return largest;
 }
 
 // Bytes per parameter the step streams through HBM.
@@ -316,7 +331,7 @@ Bytes Lowering::communication_buffers(int p) const {
   } else if (replicas() > 1) {
     buffers += r_.s.bucket;
   }
-  if (r_.s.pp > 1) buffers += boundary_bytes() * 4.0;  // send and receive, activations and gradients
+  if (r_.s.pp > 1) buffers += largest_boundary_bytes(p) * 4.0;  // send and receive, activations and gradients
   return buffers;
 }
 

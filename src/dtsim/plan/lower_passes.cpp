@@ -170,13 +170,13 @@ bool Lowering::advance(RankState& s, PassCursor& p, bool pause_after_ep) {
     p.layers = &layers_of(s.x.p, p.chunk);
     if (!p.backward && v > 0) {
       p.recv = gather_received(s, comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v - 1),
-                                       p2p_tag(p.mb, v - 1, false), boundary_bytes(), Phase::kForward, p.mb, -1, {}),
-                               Phase::kForward, p.mb);
+                                       p2p_tag(p.mb, v - 1, false), boundary_bytes(v - 1), Phase::kForward, p.mb, -1, {}),
+                               Phase::kForward, p.mb, v - 1);
     }
     if (p.backward && v < virtual_stages_ - 1) {
       p.recv = gather_received(s, comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v),
-                                       p2p_tag(p.mb, v, true), boundary_bytes(), Phase::kBackward, p.mb, -1, {}),
-                               Phase::kBackward, p.mb);
+                                       p2p_tag(p.mb, v, true), boundary_bytes(v), Phase::kBackward, p.mb, -1, {}),
+                               Phase::kBackward, p.mb, v);
     }
     if (ahead && !p.layers->empty()) p.next_gather = gather(s, p.layers->back(), true, p.mb);
   }
@@ -211,13 +211,13 @@ bool Lowering::advance(RankState& s, PassCursor& p, bool pause_after_ep) {
   }
   if (!p.backward && v < virtual_stages_ - 1) {
     TaskRef send = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v), p2p_tag(p.mb, v, false),
-                        boundary_bytes(), Phase::kForward, p.mb, -1, {s.last_compute});
+                        boundary_bytes(v), Phase::kForward, p.mb, -1, {s.last_compute});
     if (!r_.s.p2p_overlap) s.unfinished_send = send;
   }
   if (p.backward && r_.s.bf16_optimizer) add_into_fp32_grads(s, p);
   if (p.backward && v > 0) {
     TaskRef send = comm(s, Stream::kPointToPoint, CommOp::kSendRecv, pp_link(s, v - 1), p2p_tag(p.mb, v - 1, true),
-                        boundary_bytes(), Phase::kBackward, p.mb, -1, {s.last_compute});
+                        boundary_bytes(v - 1), Phase::kBackward, p.mb, -1, {s.last_compute});
     if (!r_.s.p2p_overlap) s.unfinished_send = send;
   }
   return true;
@@ -232,9 +232,9 @@ bool Lowering::advance(RankState& s, PassCursor& p, bool pause_after_ep) {
 // PartitionedTensor.full(), an all-gather over the model-parallel group).
 // Under sequence parallelism the activation is the rank's part of the
 // sequence already, and nothing is gathered.
-TaskRef Lowering::gather_received(RankState& s, std::uint32_t recv, Phase phase, int mb) {
+TaskRef Lowering::gather_received(RankState& s, std::uint32_t recv, Phase phase, int mb, int boundary) {
   if (!r_.s.p2p_scatter || r_.s.sp || s.tp_group < 0) return recv;
-  return comm(s, Stream::kTpComm, CommOp::kAllGather, s.tp_group, s.tp_calls++, boundary_bytes() * r_.s.tp, phase, mb,
+  return comm(s, Stream::kTpComm, CommOp::kAllGather, s.tp_group, s.tp_calls++, boundary_bytes(boundary) * r_.s.tp, phase, mb,
               -1, {recv});
 }
 

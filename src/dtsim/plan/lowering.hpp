@@ -97,7 +97,10 @@ class Lowering {
   }
   // A layer's whole 16-bit weights (dense and experts): what FSDP gathers.
   Bytes unsharded_bytes(int layer) const { return weight_bytes(layer) + weight_bytes(layer, true); }
-  Bytes boundary_bytes() const;
+  // What crosses from virtual stage v to v + 1 (an activation) and back (its gradient).
+  Bytes boundary_bytes(int v) const;
+  // The largest of them that touches stage p's chunks.
+  Bytes largest_boundary_bytes(int p) const;
 
   // One pass of a model chunk, layer by layer (lower_passes.cpp).
   TaskRef gather(RankState& s, int layer, bool backward, int mb, int ahead = 0);
@@ -174,7 +177,7 @@ class Lowering {
   };
 
   bool advance(RankState& s, PassCursor& p, bool pause_after_ep);
-  TaskRef gather_received(RankState& s, std::uint32_t recv, Phase phase, int mb);
+  TaskRef gather_received(RankState& s, std::uint32_t recv, Phase phase, int mb, int boundary);
   void finish_layer(RankState& s, PassCursor& p, int layer, bool last_layer);
   void accumulate_gradients(RankState& s, int layer, int mb);
   bool adds_into_main_grad() const;

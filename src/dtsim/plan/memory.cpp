@@ -116,7 +116,11 @@ core::Bytes layer_input_bytes(std::int64_t tokens, std::int64_t hidden, const Re
 HeldActivations held_activations(const model::Graph& graph, const model::Layer& layer, core::Bytes saved,
                                  bool recomputed, const ResolvedStrategy& r) {
   if (!recomputed) return {saved, core::Bytes(0)};
-  if (!graph.transformer) return {saved, saved};
+  if (!graph.transformer) {
+    // A layer graph's checkpointed layer keeps its first op's input.
+    const core::Bytes input(layer.input_elements * hw::activation_bytes(r.s.dtype) * r.s.mbs);
+    return {std::min(input, saved), saved};
+  }
   if (r.s.recompute == Recompute::kOp) {
     // What the policy saves is kept; what its rerun makes back is held through the backward.
     const core::Bytes kept = std::min(op_policy_kept_bytes(graph, layer, r), saved);

@@ -63,7 +63,7 @@ core::Bytes layer_input_bytes(std::int64_t tokens, std::int64_t hidden, const Re
 /// What a layer holds from its forward to its backward (`kept`) and what its
 /// recomputed forward holds for the length of its backward (`recomputed`).
 /// A layer that full recomputation reruns keeps only its input (a
-/// transformer's; any other its `saved` bytes); under torchtitan's per-op
+/// transformer's tokens x hidden; a layer graph's first op's input); under torchtitan's per-op
 /// policy (recompute=op) what the policy saves (op_recompute.hpp).
 struct HeldActivations {
   core::Bytes kept;
