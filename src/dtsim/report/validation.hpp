@@ -23,7 +23,10 @@ struct ValidationRow {
 struct Validation {
   ValidationRow step;
   /// Time each kind of task kept a rank busy, averaged over ranks. A
-  /// measured receive also counts the time it waited for its sender.
+  /// collective or receive counts from when its rank reached it, its wait
+  /// for the other members (a receive's for its sender) included, in the
+  /// prediction as in the measurement; a pipeline send, posted and left,
+  /// is not counted.
   std::vector<ValidationRow> kinds;
   core::Bytes predicted_peak_memory;  ///< largest rank's
   core::Bytes measured_peak_memory;   ///< largest rank's allocation, kernel scratch and MPI buffers included
