@@ -12,10 +12,6 @@ namespace dtsim::plan {
 struct TaskSpan {
   core::Nanoseconds start{-1};
   core::Nanoseconds end{-1};
-  /// A collective or transfer with other members: when its rank reached it,
-  /// before it waited for them to reach it too; -1: at `start` (a measured
-  /// call's start is when its rank called it, its wait inside the span).
-  core::Nanoseconds reached{-1};
 };
 
 struct MemorySample {

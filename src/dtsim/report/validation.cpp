@@ -31,6 +31,32 @@ bool is_pipeline_send(const plan::TaskGraph& graph, const plan::Task& task) {
   return member == plan::sender_index(task);
 }
 
+// The executor runs a rank's tasks one after another in the order of their
+// predicted start (exec::execute) and times each call, so a collective or a
+// receive it times holds its wait for the other members (a receive's for
+// its sender). The predicted busy time of a communication task is counted
+// the same way: from when every task the executor runs before it on that
+// rank has ended; nothing where the transfer was over by then.
+std::vector<double> predicted_busy_seconds(const plan::TaskGraph& graph, const plan::Timeline& predicted) {
+  std::vector<double> busy(graph.tasks.size(), 0.0);
+  std::map<int, std::vector<std::uint32_t>> by_rank;
+  for (std::uint32_t id = 0; id < graph.tasks.size(); ++id) {
+    if (predicted.spans[id].end.count >= 0) by_rank[graph.tasks[id].rank].push_back(id);
+  }
+  for (auto& [rank, ids] : by_rank) {
+    std::stable_sort(ids.begin(), ids.end(),
+                     [&](std::uint32_t a, std::uint32_t b) { return predicted.spans[a].start < predicted.spans[b].start; });
+    std::int64_t called = 0;  // when the executor would reach the next task
+    for (std::uint32_t id : ids) {
+      const plan::TaskSpan& span = predicted.spans[id];
+      const std::int64_t from = graph.tasks[id].kind == plan::TaskKind::kComm ? called : span.start.count;
+      busy[id] = static_cast<double>(std::max<std::int64_t>(0, span.end.count - from)) * 1e-9;
+      called = std::max(called, span.end.count);
+    }
+  }
+  return busy;
+}
+
 }  // namespace
 
 double ValidationRow::error() const {
@@ -42,17 +68,14 @@ Validation validate(const plan::TaskGraph& graph, const plan::Timeline& predicte
   v.step = {"step time", seconds(predicted.makespan), seconds(measured.makespan)};
   std::map<std::string, std::pair<double, double>> busy;  // kind -> (predicted, measured) seconds
   std::vector<std::string> order;
+  const std::vector<double> predicted_busy = predicted_busy_seconds(graph, predicted);
   for (std::size_t id = 0; id < graph.tasks.size(); ++id) {
-    const std::string kind = task_kind(graph, graph.tasks[id]);
     if (is_pipeline_send(graph, graph.tasks[id])) continue;
+    const std::string kind = task_kind(graph, graph.tasks[id]);
     if (!busy.count(kind)) order.push_back(kind);
     auto& [p, m] = busy[kind];
-    const plan::TaskSpan& ps = predicted.spans[id];
     const plan::TaskSpan& ms = measured.spans[id];
-    // Counted from when the rank reached it, as a measured call counts its
-    // wait for the other members (a receive's for its sender).
-    const core::Nanoseconds from = ps.reached.count >= 0 ? ps.reached : ps.start;
-    if (ps.end.count >= 0) p += static_cast<double>((ps.end - from).count) * 1e-9;
+    p += predicted_busy[id];
     if (ms.end.count >= 0) m += static_cast<double>((ms.end - ms.start).count) * 1e-9;
   }
   const double ranks = std::max<double>(1, static_cast<double>(graph.simulated.size()));

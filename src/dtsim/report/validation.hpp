@@ -23,10 +23,10 @@ struct ValidationRow {
 struct Validation {
   ValidationRow step;
   /// Time each kind of task kept a rank busy, averaged over ranks. A
-  /// collective or receive counts from when its rank reached it, its wait
-  /// for the other members (a receive's for its sender) included, in the
-  /// prediction as in the measurement; a pipeline send, posted and left,
-  /// is not counted.
+  /// collective or receive counts its wait for the other members (a
+  /// receive's for its sender), predicted as the executor measures it: from
+  /// when the tasks it runs before it have ended. A pipeline send, posted
+  /// and left, is in neither column.
   std::vector<ValidationRow> kinds;
   core::Bytes predicted_peak_memory;  ///< largest rank's
   core::Bytes measured_peak_memory;   ///< largest rank's allocation, kernel scratch and MPI buffers included

@@ -336,7 +336,6 @@ class Replay {
       }
       return;
     }
-    if (!kCopied || instances_[instance_of_[id]].representative) timeline_.spans[template_id(id)].reached = now_;
     const std::uint64_t key = (static_cast<std::uint64_t>(group) << 40) ^ static_cast<std::uint64_t>(t.tag);
     Rendezvous& rv = rendezvous_[key];
     rv.tasks.push_back(id);
