@@ -62,6 +62,8 @@ Attempts validate_until_five_clean(const std::string& model, const std::string& 
     EXPECT_EQ(j.at("schema"), "dtsim.validate/1");
     EXPECT_GT(j.at("step").at("measured_s").get<double>(), 0);
     EXPECT_GT(j.at("peak_memory").at("measured_bytes").get<double>(), 0);
+    // The executor's GEMM operands and MPI buffers, apart from the plan's memory.
+    EXPECT_GT(j.at("kernel_scratch_bytes").get<double>(), 0);
     EXPECT_EQ(j.at("step_times_s").size(), 3u);
     EXPECT_FALSE(j.contains("passed")) << "without --max-error there is nothing to pass";
     const double share = std::min(j.at("cpu_share").at("calibration").get<double>(), j.at("cpu_share").at("run").get<double>());
@@ -200,6 +202,7 @@ TEST(LoopCli, RunReportsTheMeasuredStep) {
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("schema"), "dtsim.run/1");
   EXPECT_EQ(j.at("step_times_s").size(), 2u);
+  EXPECT_GT(j.at("kernel_scratch_bytes").get<double>(), 0);
 }
 
 TEST(LoopCli, TheMeasuredTraceIsKeptWholeByDevTools) {

@@ -277,14 +277,17 @@ int run_run(const RunOptions& o, const std::vector<std::string>& args, std::ostr
       out << nlohmann::json{{"schema", "dtsim.run/1"}, {"dtsim_version", core::version()}, {"step_times_s", step_times_json(m.execution)},
                             {"cpu_share", m.execution.cpu_share},
                             {"step_time_s", v.step.measured.value()},
-                            {"peak_memory_bytes", v.measured_peak_memory.value()}}.dump(2) << "\n";
+                            {"peak_memory_bytes", v.measured_peak_memory.value()},
+                            {"kernel_scratch_bytes", m.execution.scratch_bytes.value()}}.dump(2) << "\n";
     } else {
       fmt::print(out, "dtsim run: {}\n", header(o, m));
       fmt::print(out, "  step time      {:.2f} ms (steps: ", v.step.measured.value() * 1e3);
       for (core::Seconds t : m.execution.step_times) fmt::print(out, "{:.2f} ", t.value() * 1e3);
-      fmt::print(out, "ms)\n  peak memory    {:.1f} MiB allocated on the largest rank, {:.1f} MiB resident\n",
+      fmt::print(out, "ms)\n  peak memory    {:.1f} MiB allocated on the largest rank, {:.1f} MiB resident "
+                      "({:.1f} MiB of GEMM operand and MPI buffers apart)\n",
                  v.measured_peak_memory.value() / 1048576.0,
-                 (*std::max_element(m.execution.max_rss.begin(), m.execution.max_rss.end())).value() / 1048576.0);
+                 (*std::max_element(m.execution.max_rss.begin(), m.execution.max_rss.end())).value() / 1048576.0,
+                 m.execution.scratch_bytes.value() / 1048576.0);
     }
   }
   MPI_Finalize();
@@ -395,6 +398,7 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
       j["step_times_s"] = step_times_json(m.execution);
       j["cpu_share"] = {{"calibration", calibration_share}, {"run", m.execution.cpu_share}};
       j["step"]["error_range"] = {low, high};
+      j["kernel_scratch_bytes"] = m.execution.scratch_bytes.value();
       j["conditions"] = conditions_json(m.conditions, gemm_share(v));
       if (limit > 0) {  // without a limit there is nothing to pass: the error is the answer
         j["max_error"] = limit;
@@ -406,6 +410,9 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
       report::write_validation_table(out, v);
       fmt::print(out, "  step-time error over the {} timed steps: {:+.1f}% to {:+.1f}%\n", m.execution.step_times.size(),
                  100 * low, 100 * high);
+      fmt::print(out, "  executor scratch, in neither memory column: {:.1f} MiB of GEMM operand and MPI buffers on the "
+                      "largest rank\n",
+                 m.execution.scratch_bytes.value() / 1048576.0);
       if (calibrated && !o.save_profile) fmt::print(out, "  profile: calibrated for this run, not kept (--save-profile keeps it)\n");
       else fmt::print(out, "  profile: {}\n", profile);
       const Conditions& c = m.conditions;

@@ -134,14 +134,18 @@ Execution execute(const plan::TaskGraph& graph, const plan::Timeline& order, MPI
 
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  const double memory[2] = {
-      static_cast<double>(static_bytes + peak_activations) + kernels.scratch_bytes().value() + comm.buffer_bytes().value(),
-      static_cast<double>(usage.ru_maxrss) * 1024.0};
-  std::vector<double> gathered(2 * static_cast<std::size_t>(size));
-  MPI_Allgather(memory, 2, MPI_DOUBLE, gathered.data(), 2, MPI_DOUBLE, world);
+  // The GEMM operands and MPI's send and receive buffers stand in for
+  // tensors the plan's weights and activations count: kept apart, as the
+  // GPU backend keeps its kernels' operand buffers.
+  const double memory[3] = {static_cast<double>(static_bytes + peak_activations), static_cast<double>(usage.ru_maxrss) * 1024.0,
+                            kernels.scratch_bytes().value() + comm.buffer_bytes().value()};
+  std::vector<double> gathered(3 * static_cast<std::size_t>(size));
+  MPI_Allgather(memory, 3, MPI_DOUBLE, gathered.data(), 3, MPI_DOUBLE, world);
   for (int r = 0; r < size; ++r) {
-    out.timeline.peak_memory.emplace_back(gathered[2 * static_cast<std::size_t>(r)]);
-    out.max_rss.emplace_back(gathered[2 * static_cast<std::size_t>(r) + 1]);
+    const std::size_t at = 3 * static_cast<std::size_t>(r);
+    out.timeline.peak_memory.emplace_back(gathered[at]);
+    out.max_rss.emplace_back(gathered[at + 1]);
+    out.scratch_bytes = std::max(out.scratch_bytes, core::Bytes(gathered[at + 2]));
   }
   return out;
 }

@@ -38,8 +38,9 @@ struct Execution {
   /// over wall time; MPI waits spin, so an undisturbed rank is near 1). Below
   /// about 0.9 something else ran on the machine and the timing is not the plan's.
   double cpu_share = 1.0;
-  /// The GPU backend's kernel operand buffers: scratch standing in for
-  /// tensors the plan's activations count, so kept out of peak_memory.
+  /// The largest rank's kernel operand buffers (and on the CPU backend
+  /// MPI's send and receive buffers): scratch standing in for tensors the
+  /// plan's weights and activations count, so kept out of peak_memory.
   core::Bytes scratch_bytes;
 };
 
