@@ -412,6 +412,10 @@ TEST(Simulation, ALayerGraphsStageSendsItsLastLayersOutput) {
   };
   // The mlp's layers each output 1024 features: 2 samples of fp16.
   EXPECT_EQ(sent("mlp", "pp=2,mbs=2,gbs=8,dtype=fp16"), std::set<double>{2.0 * 1024 * 2});
+  // A first stage left without layers passes the model's input on (1024 features).
+  EXPECT_EQ(sent("mlp", "pp=2,first_stage_layers=0,mbs=2,gbs=8,dtype=fp16"), std::set<double>{2.0 * 1024 * 2});
+  EXPECT_EQ(sent("resnet50", "pp=2,dp=1,first_stage_layers=0,mbs=8,gbs=64,dtype=fp16"),
+            std::set<double>{8.0 * 3 * 224 * 224 * 2});
   // ResNet-50 on four stages: stage 0 ends in a layer1 block (56x56x256),
   // stages 1 and 2 in layer3 blocks (14x14x1024); 8 samples of fp16.
   EXPECT_EQ(sent("resnet50", "pp=4,dp=1,mbs=8,gbs=64,dtype=fp16"),

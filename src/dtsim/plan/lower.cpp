@@ -186,14 +186,22 @@ std::uint32_t Lowering::comm(RankState& s, Stream stream, CommOp op, int group_i
   return add_task(task, deps);
 }
 
+// Elements per sample a layer graph's virtual stage v sends on: its last
+// layer's output, or, for a stage left without layers (first_stage_layers=0),
+// what the stage before it passed on, the model's input before any.
+double Lowering::graph_boundary_elements(int v) const {
+  for (int u = v; u >= 0; --u) {
+    const std::vector<int>& layers = chunks_[static_cast<std::size_t>(u)];
+    if (!layers.empty()) return graph_.layers[static_cast<std::size_t>(layers.back())].output_elements;
+  }
+  return graph_.layers.front().input_elements;
+}
+
 Bytes Lowering::boundary_bytes(int v) const {
-  // A transformer's layers all output seq_len x hidden; a layer graph's
-  // stage sends what its last layer outputs.
-  const std::vector<int>& sender = chunks_[static_cast<std::size_t>(v)];
-  const double per_sample =
-      graph_.transformer ? static_cast<double>(graph_.seq_len) * static_cast<double>(graph_.transformer->hidden)
-      : sender.empty()   ? 0.0
-                         : graph_.layers[static_cast<std::size_t>(sender.back())].output_elements;
+  // A transformer's layers all output seq_len x hidden.
+  const double per_sample = graph_.transformer
+                                ? static_cast<double>(graph_.seq_len) * static_cast<double>(graph_.transformer->hidden)
+                                : graph_boundary_elements(v);
   // Megatron-LM and DeepSpeed's PipelineEngine send 1/tp of the activation
   // and all-gather it over NVLink (scatter-gather, partitioned pipes);
   // p2p_scatter=off sends each rank's whole copy.

@@ -99,6 +99,7 @@ class Lowering {
   Bytes unsharded_bytes(int layer) const { return weight_bytes(layer) + weight_bytes(layer, true); }
   // What crosses from virtual stage v to v + 1 (an activation) and back (its gradient).
   Bytes boundary_bytes(int v) const;
+  double graph_boundary_elements(int v) const;
   // The largest of them that touches stage p's chunks.
   Bytes largest_boundary_bytes(int p) const;
 
