@@ -1,5 +1,8 @@
 // dtsim validate's table: what it counts as a rank's busy time by kind, so
 // that the predicted and the measured column count the same thing.
+#include <algorithm>
+#include <utility>
+
 #include <gtest/gtest.h>
 
 #include "dtsim/report/validation.hpp"
@@ -32,10 +35,15 @@ plan::TaskGraph one_send() {
   return g;
 }
 
-plan::Timeline timeline(std::vector<plan::TaskSpan> spans, std::int64_t makespan) {
+// The send's, the compute's and the receive's span, in nanoseconds; the
+// step ends with the last of them.
+using Span = std::pair<std::int64_t, std::int64_t>;
+plan::Timeline timeline(Span send, Span compute, Span receive) {
   plan::Timeline t;
-  t.spans = std::move(spans);
-  t.makespan = Nanoseconds{makespan};
+  for (const Span& s : {send, compute, receive}) {
+    t.spans.push_back({Nanoseconds{s.first}, Nanoseconds{s.second}});
+    t.makespan = std::max(t.makespan, Nanoseconds{s.second});
+  }
   return t;
 }
 
@@ -55,14 +63,8 @@ double busy(const report::Validation& v, const std::string& kind, bool predicted
 // The send, posted and left (MPI_Isend), is in neither column.
 TEST(ValidationTable, AReceiveCountsItsWaitForTheSenderAndASendIsNotCounted) {
   const plan::TaskGraph g = one_send();
-  const plan::Timeline predicted = timeline({{Nanoseconds{100}, Nanoseconds{110}},
-                                             {Nanoseconds{0}, Nanoseconds{50}},
-                                             {Nanoseconds{100}, Nanoseconds{110}}},
-                                            110);
-  const plan::Timeline measured = timeline({{Nanoseconds{100}, Nanoseconds{101}},
-                                            {Nanoseconds{0}, Nanoseconds{50}},
-                                            {Nanoseconds{50}, Nanoseconds{120}}},
-                                           120);
+  const plan::Timeline predicted = timeline({100, 110}, {0, 50}, {100, 110});
+  const plan::Timeline measured = timeline({100, 101}, {0, 50}, {50, 120});
   const report::Validation v = report::validate(g, predicted, measured);
   ASSERT_EQ(v.kinds.size(), 2u);
   // Averaged over the two ranks: the receive's 60 and 70 ns.
@@ -75,10 +77,7 @@ TEST(ValidationTable, AReceiveCountsItsWaitForTheSenderAndASendIsNotCounted) {
 // computes (its own stream) is over when the executor reaches it: no busy time.
 TEST(ValidationTable, AReceiveOverBeforeTheRankReachesItCostsNothing) {
   const plan::TaskGraph g = one_send();
-  const plan::Timeline predicted = timeline({{Nanoseconds{100}, Nanoseconds{110}},
-                                             {Nanoseconds{0}, Nanoseconds{200}},
-                                             {Nanoseconds{100}, Nanoseconds{110}}},
-                                            200);
+  const plan::Timeline predicted = timeline({100, 110}, {0, 200}, {100, 110});
   const report::Validation v = report::validate(g, predicted, predicted);
   EXPECT_DOUBLE_EQ(busy(v, "comm: pp", true), 0.0);
   EXPECT_NEAR(busy(v, "comm: pp", false), 5e-9, 1e-15);  // a measured span is counted whole
