@@ -1,6 +1,8 @@
 #include "calibrate/cpu_calibration.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -124,6 +126,41 @@ std::vector<GemmCallPoint> time_gemm_calls(MPI_Comm world, std::vector<GemmCallP
   for (GemmCallPoint& c : calls) time_call(c);
   for (auto c = calls.rbegin(); c != calls.rend(); ++c) time_call(*c);
   return calls;
+}
+
+void time_stream_calls_past_the_tables(MPI_Comm world, const std::vector<hw::KernelCall>& calls,
+                                       const TimingOptions& timing, Measurements& out) {
+  struct Point {
+    std::size_t family;
+    core::Bytes bytes;
+    Series series;
+  };
+  std::vector<Point> points;
+  for (const hw::KernelCall& c : calls) {
+    const auto* family = std::find(std::begin(hw::kMemoryFamilies), std::end(hw::kMemoryFamilies), c.family);
+    if (family == std::end(hw::kMemoryFamilies)) continue;
+    const auto f = static_cast<std::size_t>(family - std::begin(hw::kMemoryFamilies));
+    const bool past = out.memory[f].empty() || c.bytes > out.memory[f].back().bytes;
+    const bool seen = std::any_of(points.begin(), points.end(), [&](const Point& p) { return p.family == f && p.bytes == c.bytes; });
+    if (past && !seen) points.push_back({f, c.bytes, {}});
+  }
+  exec::CpuKernels kernels;
+  for (const Point& p : points) kernels.reserve({hw::kMemoryFamilies[p.family], {}, 1, p.bytes});
+  auto time_point = [&](Point& p) {
+    const hw::KernelFamily family = hw::kMemoryFamilies[p.family];
+    Series s = time_on_all_ranks(world, [&] { kernels.stream(family, p.bytes); }, timing);
+    if (!kernels.check_stream(family, p.bytes)) {
+      throw std::runtime_error(fmt::format("the {} kernel over {} bytes gave a wrong result", hw::to_string(family),
+                                           p.bytes.value()));
+    }
+    if (p.series.times.empty() || s.median() < p.series.median()) p.series = std::move(s);
+  };
+  for (Point& p : points) time_point(p);
+  for (auto p = points.rbegin(); p != points.rend(); ++p) time_point(*p);
+  for (Point& p : points) out.memory[p.family].push_back({p.bytes, std::move(p.series)});
+  for (std::vector<SizePoint>& table : out.memory) {
+    std::sort(table.begin(), table.end(), [](const SizePoint& a, const SizePoint& b) { return a.bytes < b.bytes; });
+  }
 }
 
 std::vector<core::Bytes> size_steps(core::Bytes first, core::Bytes last, double factor) {

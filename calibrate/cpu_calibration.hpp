@@ -36,6 +36,19 @@ Measurements calibrate_cpu(MPI_Comm world, const CalibrationOptions& options);
 /// The grid's points are timed so too, as calls of count 1.
 std::vector<GemmCallPoint> time_gemm_calls(MPI_Comm world, std::vector<GemmCallPoint> calls, const TimingOptions& timing);
 
+/// The plan's memory-bound calls larger than the largest size of their
+/// family's streaming table, each timed whole on every rank at once (one
+/// call of its bytes, as the executor streams it; two passes of opposite
+/// order keeping the lower median) and added to that table as a point. Past
+/// its last point a table scales that point's time linearly, at a bandwidth
+/// a cache may still have served: on a machine with a 480 MiB last-level
+/// cache the 64 MiB elementwise point ran at 17 GB/s and a 256 MiB one at
+/// 14.5, and an Adam step over 4.2 M fp32 parameters took 1.9x the time the
+/// table foretold (2026-12-06). Collective over `world`: every rank passes
+/// the same calls. Throws std::runtime_error when a call gives a wrong result.
+void time_stream_calls_past_the_tables(MPI_Comm world, const std::vector<hw::KernelCall>& calls,
+                                       const TimingOptions& timing, Measurements& out);
+
 /// The sizes from `first` to `last` in steps of `factor` (last included).
 std::vector<core::Bytes> size_steps(core::Bytes first, core::Bytes last, double factor);
 

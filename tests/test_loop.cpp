@@ -175,7 +175,7 @@ TEST(LoopCli, MaxErrorMakesItARegressionCheck) {
 }
 
 // validate's own calibration measures the plan's GEMM calls whole, beside
-// the grid: the mlp's stages at mbs 64 make two distinct calls (forward and
+// the grid, and its memory-bound calls past the streaming tables: the mlp's stages at mbs 64 make two distinct calls (forward and
 // data gradient 64 x 1024 by 1024 x 1024, weight gradient 1024 x 64 by 64 x 1024).
 TEST(LoopCli, ValidateCalibratesThePlansOwnGemmCalls) {
   const ScratchDir scratch;
@@ -194,6 +194,13 @@ TEST(LoopCli, ValidateCalibratesThePlansOwnGemmCalls) {
   }
   EXPECT_EQ(shapes, (std::set<std::vector<std::int64_t>>{{64, 1024, 1024, 1}, {1024, 1024, 64, 1}}));
   EXPECT_EQ(p.at("kernels").at("gemm").size(), 64u) << "the grid is still measured, for any other plan";
+  // The Adam step over a stage's two layers, 2 x (1024 x 1024 + 1024) fp32
+  // weights at 92 bytes each (torch.optim.Adam unfused, plan/lower.cpp), is
+  // larger than the grid's 64 MiB: timed whole as the table's last point.
+  const nlohmann::json& elementwise = p.at("kernels").at("elementwise");
+  ASSERT_EQ(elementwise.size(), 9u) << "4 KiB to 64 MiB in x4 steps (8), and the step";
+  EXPECT_EQ(elementwise.back().at("bytes").get<double>(), 2.0 * (1024 * 1024 + 1024) * 92);
+  EXPECT_GT(elementwise.back().at("median_us").get<double>(), elementwise[7].at("median_us").get<double>());
 }
 
 TEST(LoopCli, RunReportsTheMeasuredStep) {

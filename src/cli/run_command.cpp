@@ -25,6 +25,7 @@
 #include "dtsim/exec/gpu_backend.hpp"
 #include "dtsim/exec/launch.hpp"
 #include "dtsim/exec/reference_probe.hpp"
+#include "dtsim/hw/kernel_calls.hpp"
 #include "dtsim/report/critical_path.hpp"
 #include "dtsim/report/validation.hpp"
 #include "dtsim/report/writers.hpp"
@@ -375,6 +376,18 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
       calls.push_back({c.call, c.dtype, {}});
     }
     measured.gemm_calls = calibrate::time_gemm_calls(MPI_COMM_WORLD, calls, options.timing);
+    // And its memory-bound calls past the streaming tables' largest size
+    // (an optimizer step over all the weights, as a rule), which the tables
+    // would scale from a point a cache may have served.
+    std::vector<hw::KernelCall> streams;
+    for (const plan::Kernel& kernel : planned.tasks.kernels) {
+      for (const hw::OpWork& w : kernel.ops) {
+        for (const hw::KernelCall& c : hw::kernel_calls(w)) {
+          if (c.family != hw::KernelFamily::kGemm) streams.push_back(c);
+        }
+      }
+    }
+    calibrate::time_stream_calls_past_the_tables(MPI_COMM_WORLD, streams, options.timing, measured);
     write_profile();
   }
   Measured m = run_everywhere(o.run, profile);
