@@ -1,12 +1,15 @@
 #include "calibrate/calibration_command.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
 #include "calibrate/workload_calls.hpp"
+#include "dtsim/core/host_memory.hpp"
 #include "dtsim/core/input_error.hpp"
 #include "dtsim/core/quantity_parse.hpp"
 #include "dtsim/exec/gpu_backend.hpp"
@@ -26,12 +29,21 @@ std::pair<core::Bytes, core::Bytes> size_range(const std::string& flag, const st
 
 }  // namespace
 
+core::Bytes streaming_limit(core::Bytes last_level_cache, core::Bytes available_memory, int ranks) {
+  constexpr double kFloor = 64.0 * 1048576;
+  double limit = 4096;
+  while (limit < std::max(kFloor, 2 * last_level_cache.value())) limit *= 4;
+  while (limit > kFloor && 1.5 * limit * std::max(1, ranks) > available_memory.value() / 2) limit /= 4;
+  return core::Bytes(limit);
+}
+
 void add_options(CLI::App& app, CommandOptions& o) {
   app.add_option("--out,-o", o.out, "where to write the profile")->capture_default_str();
   app.add_option("--ranks,-n", o.ranks, "MPI ranks (one per core); started with mpirun unless already under it")
       ->capture_default_str();
   app.add_option("--gemm-sizes", o.gemm_sizes, "the GEMM grid: every (m, n, k) from this list")->capture_default_str();
-  app.add_option("--stream-sizes", o.stream_sizes, "streaming-kernel sizes, x4 steps")->capture_default_str();
+  app.add_option("--stream-sizes", o.stream_sizes, "streaming-kernel sizes, x4 steps (auto: past twice the last-level cache)")
+      ->capture_default_str();
   app.add_option("--message-sizes", o.message_sizes, "collective sizes, x4 steps")->capture_default_str();
   app.add_flag("--quick", o.quick, "fewer iterations per point (tests; noisier)");
   app.add_option("--backend", o.backend, "cpu: BLAS and MPI on this machine's cores; cuda: cuBLASLt, the streaming "
@@ -61,7 +73,13 @@ CalibrationOptions to_calibration(const CommandOptions& o) {
     }
   }
   if (c.gemm_sizes.empty()) throw core::InputError("--gemm-sizes", "", "expected at least one size");
-  std::tie(c.min_stream, c.max_stream) = size_range("--stream-sizes", o.stream_sizes);
+  std::string streams = o.stream_sizes;
+  constexpr std::string_view kAuto = ":auto";
+  if (streams.size() > kAuto.size() && streams.compare(streams.size() - kAuto.size(), kAuto.size(), kAuto) == 0) {
+    const core::Bytes limit = streaming_limit(core::last_level_cache(), core::meminfo("MemAvailable:"), o.ranks);
+    streams = streams.substr(0, streams.size() - kAuto.size()) + fmt::format(":{:.0f}B", limit.value());
+  }
+  std::tie(c.min_stream, c.max_stream) = size_range("--stream-sizes", streams);
   std::tie(c.min_message, c.max_message) = size_range("--message-sizes", o.message_sizes);
   if (size_steps(c.min_stream, c.max_stream, 4).size() < 2) {
     throw core::InputError("--stream-sizes", "", "expected a range of at least two x4 steps");

@@ -16,7 +16,8 @@ struct CommandOptions {
   std::string out = "profile.json";
   int ranks = 2;
   std::string gemm_sizes = "32,128,512,2048";
-  std::string stream_sizes = "4KiB:64MiB";
+  /// "auto" as the largest: streaming_limit of this machine's cache and memory.
+  std::string stream_sizes = "4KiB:auto";
   std::string message_sizes = "1KiB:16MiB";
   bool quick = false;
   std::string backend = "cpu";  ///< cpu (BLAS and MPI on this machine's cores) or cuda (its GPUs)
@@ -24,6 +25,14 @@ struct CommandOptions {
   bool gemm_sizes_given = false;  ///< cuda: otherwise the GPU's grid, not the CPU's
   std::string workload_tp = "1,2,4,8";  ///< cuda: the bundled workloads' GEMM calls under these tp ("" for none)
 };
+
+/// The largest streaming size "auto" stands for: the first x4 step from 4 KiB
+/// at least twice the last-level cache and at least 64 MiB, so that the
+/// tables' last point streams from memory (past it a table scales that
+/// point's time), and no larger than `ranks` ranks' kernel buffers (1.5x
+/// the size each) fit in half the available memory, down to 64 MiB. A
+/// cache of 0 (unknown) gives 64 MiB.
+core::Bytes streaming_limit(core::Bytes last_level_cache, core::Bytes available_memory, int ranks);
 
 /// The tp list of --workload-tp; throws InputError.
 std::vector<int> workload_tps(const CommandOptions& options);

@@ -344,6 +344,9 @@ int run_validate(const ValidateOptions& o, const std::vector<std::string>& args,
   } else {
     calibrate::CommandOptions defaults;
     defaults.quick = o.quick_calibration;
+    // The grid's own range, not past the cache: the plan's memory-bound
+    // calls past it are timed whole below, at the sizes the plan streams.
+    defaults.stream_sizes = "4KiB:64MiB";
     const calibrate::CalibrationOptions options = calibrate::to_calibration(defaults);
     int ranks = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);

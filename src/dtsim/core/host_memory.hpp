@@ -11,4 +11,8 @@ namespace dtsim::core {
 /// kernel does not give it.
 Bytes meminfo(const std::string& key);
 
+/// The largest data or unified cache of cpu0 (its last level, as
+/// /sys/devices/system/cpu/cpu0/cache reports it); 0 where sysfs does not say.
+Bytes last_level_cache();
+
 }  // namespace dtsim::core
