@@ -605,6 +605,70 @@ TEST(KernelModel, UnfusedAttentionAgainstFlashAttention3sStandardAttention) {
   EXPECT_LE(highest, 2.2);
 }
 
+// FlashAttention-2's forward+backward bars as its authors published them in
+// their repository (tests/validation/flash-attention-2-figures.json, the
+// paper's Figures 4 and 7 read from the images themselves, which
+// ../shared's transcription of them departs from in four series). On the
+// A100 they check FlashAttention-2's figures, fitted to that transcription,
+// and set FlashAttention-1's (tests/validation/fit_flash1.py). The H100's
+// FlashAttention-2 figures follow PyTorch's SDPA backend measured in 2026,
+// which these 2023 bars of the flash-attn package outran: that gap is held
+// as it is, as is the distance from dtsim's `triton` (flash_attn_triton.py,
+// the kernel llm-foundry ran) to the image's Triton bars (OpenAI's
+// triton.ops.flash_attention, another kernel).
+TEST(KernelModel, AttentionMatchesFlashAttention2sOwnFigures) {
+  hw::DeviceCatalog catalog;
+  const auto root = std::filesystem::path(DTSIM_SOURCE_DIR);
+  const nlohmann::json fa2 = nlohmann::json::parse(std::ifstream(root / "tests/validation/flash-attention-2-figures.json"));
+  struct Errors {
+    double abs_sum = 0, sum = 0, worst = 0;
+    int n = 0;
+    void add(double e) {
+      abs_sum += std::abs(e), sum += e, worst = std::max(worst, std::abs(e)), ++n;
+    }
+    double mean_abs() const { return abs_sum / n; }
+    double mean() const { return sum / n; }
+  };
+  std::map<std::string, Errors> by_series;  // "device kernel", and "... causal" for the masked series
+  for (const auto& s : fa2.at("series")) {
+    const std::string device = s.at("device"), kernel_name = s.at("kernel");
+    if (kernel_name == "pytorch" || kernel_name == "xformers") continue;  // unfused: checked elsewhere; xformers: not modelled
+    const hw::KernelModel model = model_of(catalog, device);
+    const hw::AttentionKernel* kernel = model.figures().find_attention(kernel_name);
+    if (kernel == nullptr) continue;  // the H100 has no FlashAttention-1 figure
+    const std::int64_t hd = s.at("head_dim");
+    const bool causal = s.at("causal");
+    std::string line;
+    for (std::size_t i = 0; i < s.at("tflops").size(); ++i) {
+      const std::int64_t seq = fa2.at("sequence_lengths")[i];
+      const std::int64_t sequences_x_heads = (2048 / hd) * (16384 / seq);
+      const double t = model.attention(*kernel, sequences_x_heads, seq, hd, causal, false).value() +
+                       model.attention(*kernel, sequences_x_heads, seq, hd, causal, true).value();
+      const double predicted = 3.5 * hw::attention_flops(sequences_x_heads, seq, hd, causal, false) / t / 1e12;
+      const double error = predicted / s.at("tflops")[i].get<double>() - 1;
+      by_series[device + " " + kernel_name].add(error);
+      if (causal) by_series[device + " " + kernel_name + " causal"].add(error);
+      line += fmt::format(" {:>+6.1f}%", 100 * error);
+    }
+    fmt::print("  {:<14} {:<7} head {:>3} {:<9}{}\n", device, kernel_name, hd, causal ? "causal" : "no mask", line);
+  }
+  for (const auto& [name, e] : by_series) {
+    fmt::print("  {:<32} {:>2} points: mean |error| {:>5.1f}%, mean {:>+6.1f}%, worst {:.1f}%\n", name, e.n,
+               100 * e.mean_abs(), 100 * e.mean(), 100 * e.worst);
+  }
+  ASSERT_EQ(by_series.at("A100-SXM-80GB flash2").n, 24);
+  EXPECT_LE(by_series.at("A100-SXM-80GB flash2").mean_abs(), 0.03);
+  EXPECT_LE(by_series.at("A100-SXM-80GB flash2").worst, 0.10);
+  // Half of FlashAttention-2's figures, as FlashAttention-1's were, read 16.3%.
+  EXPECT_LE(by_series.at("A100-SXM-80GB flash1").mean_abs(), 0.11);
+  EXPECT_LE(by_series.at("A100-SXM-80GB flash1 causal").worst, 0.12);
+  // The gaps held as they are: the 2023 flash-attn package on the H100 ran
+  // 12.7% faster than dtsim's SDPA-measured figures on average; OpenAI's
+  // Triton kernel on the A100 ran slower than dtsim's `triton`, 7.9% on average.
+  EXPECT_NEAR(by_series.at("H100-SXM flash2").mean(), -0.127, 0.03);
+  EXPECT_NEAR(by_series.at("A100-SXM-80GB triton").mean(), 0.079, 0.03);
+}
+
 // The H200, H800 and GH200 are the H100's GH100 die: their attention runs the
 // same kernels on the same SMs, so their figures must not drift from the
 // H100's (the H200's FlashAttention-2 backward once stayed 20% faster after

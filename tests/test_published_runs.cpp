@@ -134,8 +134,9 @@ TEST(PublishedRuns, EndToEndWithinTargets) {
   // 12%; it is not met (README, "Validation"). Until it is, these bounds hold
   // what the model reaches today, so that no change makes it worse unseen.
   const std::map<std::string, double> bound = {// each run as the repository's training configs set it
-                                               // (2.7B's head size of 128 at 2k, the batches, ZeRO-1): 7.9% to 7.3%
-                                               {"flashattention-2", 0.075},
+                                               // (2.7B's head size of 128 at 2k, the batches, ZeRO-1): 7.9% to 7.3%;
+                                               // FlashAttention-1 fitted to its bars in FlashAttention-2's image: 6.8%
+                                               {"flashattention-2", 0.07},
                                                // NCCL's staged traffic (3x an all-gather's) and its measured
                                                // cost to Hopper's GEMMs: 12.3% to 11.9%
                                                {"llm-foundry-mpt", 0.12},

@@ -26,8 +26,9 @@ NAMES = ["forward_utilization", "backward_utilization", "ramp_tokens", "backward
          "backward_head_dim_knee", "causal_efficiency"]
 
 
-def rate_tflops(k, seq, head_dim, causal, backward, sequences_x_heads):
-    """TFLOP/s as the FlashAttention papers count them (the causal half only)."""
+def rate_tflops(k, seq, head_dim, causal, backward, sequences_x_heads, peak_tflops=PEAK_TFLOPS):
+    """TFLOP/s as the FlashAttention papers count them (the causal half only), at
+    `peak_tflops` of 16-bit dense peak (the H100's unless told)."""
     keys = seq / 2 if causal else seq
     flops = 4.0 * sequences_x_heads * seq * keys * head_dim * (2.5 if backward else 1.0)
     knee = k["backward_head_dim_knee" if backward else "head_dim_knee"]
@@ -35,7 +36,7 @@ def rate_tflops(k, seq, head_dim, causal, backward, sequences_x_heads):
     head = (head_dim / (head_dim + knee)) / (128 / (128 + knee))
     u = k["backward_utilization" if backward else "forward_utilization"] * head * keys / (keys + ramp)
     u *= k["causal_efficiency"] if causal else 1.0
-    return flops / (LAUNCH_S + flops / (PEAK_TFLOPS * 1e12 * u)) / 1e12
+    return flops / (LAUNCH_S + flops / (peak_tflops * 1e12 * u)) / 1e12
 
 
 def measured_points(kernel):
