@@ -64,19 +64,15 @@ def measured_points(kernel):
                        tflops)
 
 
-def fit(points, fixed):
-    def loss(x):
-        k = dict(zip(NAMES, x), **fixed)
-        if min(k.values()) < 0 or max(k["forward_utilization"], k["backward_utilization"], k["causal_efficiency"]) > 1:
-            return math.inf
-        return sum(abs(math.log(rate_tflops(k, *p[:5]) / p[5])) for p in points) / len(points)
-
-    x, steps = [0.6, 0.5, 256, 512, 56, 56, 0.95], [0.05, 0.05, 64, 64, 16, 16, 0.02]
+def coordinate_descent(loss, x, steps, frozen=()):
+    """The x (and its loss) that coordinate descent reaches from x: each free
+    coordinate stepped both ways while the loss falls, the steps halved when no
+    step helps, down to 1e-4."""
     best = loss(x)
     while max(steps) > 1e-4:
         improved = False
-        for i, name in enumerate(NAMES):
-            if name in fixed:
+        for i in range(len(x)):
+            if i in frozen:
                 continue
             for d in (steps[i], -steps[i]):
                 y = list(x)
@@ -85,6 +81,18 @@ def fit(points, fixed):
                     x, best, improved = y, f, True
         if not improved:
             steps = [s / 2 for s in steps]
+    return x, best
+
+
+def fit(points, fixed):
+    def loss(x):
+        k = dict(zip(NAMES, x), **fixed)
+        if min(k.values()) < 0 or max(k["forward_utilization"], k["backward_utilization"], k["causal_efficiency"]) > 1:
+            return math.inf
+        return sum(abs(math.log(rate_tflops(k, *p[:5]) / p[5])) for p in points) / len(points)
+
+    frozen = {i for i, name in enumerate(NAMES) if name in fixed}
+    x, best = coordinate_descent(loss, [0.6, 0.5, 256, 512, 56, 56, 0.95], [0.05, 0.05, 64, 64, 16, 16, 0.02], frozen)
     return dict(zip(NAMES, x), **fixed), best
 
 

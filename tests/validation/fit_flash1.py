@@ -48,13 +48,12 @@ def points():
 
 def forward_backward_tflops(k, peak, seq, head_dim, causal, sequences_x_heads):
     """3.5 forward FLOPs over the two passes' time, as the image counts them."""
-    times = []
-    for backward in (False, True):
-        rate = fit_attention.rate_tflops(k, seq, head_dim, causal, backward, sequences_x_heads, peak)
-        keys = seq / 2 if causal else seq
-        times.append(4.0 * sequences_x_heads * seq * keys * head_dim * (2.5 if backward else 1.0) / rate)
     keys = seq / 2 if causal else seq
-    return 3.5 * 4.0 * sequences_x_heads * seq * keys * head_dim / sum(times)
+    forward_flops = 4.0 * sequences_x_heads * seq * keys * head_dim
+    time = sum(forward_flops * (2.5 if backward else 1.0) /
+               fit_attention.rate_tflops(k, seq, head_dim, causal, backward, sequences_x_heads, peak)
+               for backward in (False, True))
+    return 3.5 * forward_flops / time
 
 
 def figures_of(x, ratio):
@@ -76,22 +75,11 @@ def fit():
             return math.inf
         return sum(abs(math.log(forward_backward_tflops(k, peak, *p[:4]) / p[4])) for p in measured) / len(measured)
 
-    x, steps = [0.36, 256, 16, 0.95], [0.02, 32, 8, 0.02]
-    best = loss(x)
-    while max(steps) > 1e-4:
-        improved = False
-        for i in range(len(x)):
-            for d in (steps[i], -steps[i]):
-                y = list(x)
-                y[i] += d
-                if (f := loss(y)) < best:
-                    x, best, improved = y, f, True
-        if not improved:
-            steps = [s / 2 for s in steps]
+    x, best = fit_attention.coordinate_descent(loss, [0.36, 256, 16, 0.95], [0.02, 32, 8, 0.02])
     k = figures_of(x, ratio)
     figures = {
         "forward_utilization": round(k["forward_utilization"], 3),
-        "backward_utilization": round(k["forward_utilization"] * ratio, 3),
+        "backward_utilization": round(k["backward_utilization"], 3),
         "ramp_tokens": round(k["ramp_tokens"]),
         "head_dim_knee": round(k["head_dim_knee"]),
         "causal_efficiency": round(k["causal_efficiency"], 3),
