@@ -7,6 +7,7 @@
 // "Validation").
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -14,8 +15,10 @@
 #include <gtest/gtest.h>
 
 #include "dtsim/driver/simulation.hpp"
+#include "dtsim/hw/kernel_model.hpp"
 #include "dtsim/model/workload_loader.hpp"
 #include "dtsim/plan/lower.hpp"
+#include "dtsim/report/critical_path.hpp"
 #include "dtsim/topo/cluster_loader.hpp"
 #include "published_runs.hpp"
 
@@ -31,6 +34,22 @@ struct Result {
   double error = 0;  ///< positive: optimistic
   bool fits = true;  ///< dtsim's own memory model: the assumed layout fits the GPU
 };
+
+// ml-engineering's benchmark.py (estimate_tflos) per sequence, for a gated
+// (SwiGLU) MLP as its Llama rows have: the dense path 6·N_dense·s, N_dense the
+// blocks' weights and the LM head; attention 6·s²·d_head·heads·L (causal).
+struct CausalFlops {
+  double dense = 0, attention = 0;
+};
+CausalFlops causal_flops(const model::Graph& graph) {
+  const auto& t = *graph.transformer;
+  const double s = static_cast<double>(graph.seq_len), l = static_cast<double>(t.layers);
+  const double h = static_cast<double>(t.hidden), v = static_cast<double>(t.vocab), f = static_cast<double>(t.ffn_hidden);
+  const double d = static_cast<double>(t.head_dim), q = static_cast<double>(t.heads) * d;
+  const double kv = static_cast<double>(t.kv_heads) * d;
+  const double dense = l * (3.0 * h * f + h * (2.0 * q + 2.0 * kv)) + v * h;
+  return {6.0 * dense * s, 6.0 * s * s * q * l};
+}
 
 double predicted_metric(const Case& c, const model::Graph& graph, double step_s, double global_batch) {
   const auto& t = *graph.transformer;
@@ -49,11 +68,8 @@ double predicted_metric(const Case& c, const model::Graph& graph, double step_s,
     case Metric::kFa2Tflops:
       return b * (6.0 * s * graph.parameter_count() + 12.0 * l * h * s * s) / step_s / gpus / 1e12;
     case Metric::kCausalTflops: {
-      // benchmark.py's estimate_tflos for a gated (SwiGLU) MLP, as its Llama rows have.
-      const double d = static_cast<double>(t.head_dim), q = static_cast<double>(t.heads) * d;
-      const double kv = static_cast<double>(t.kv_heads) * d;
-      const double dense = l * (3.0 * h * f + h * (2.0 * q + 2.0 * kv)) + v * h;
-      return b * (6.0 * dense * s + 6.0 * s * s * q * l) / step_s / gpus / 1e12;
+      const CausalFlops per_sequence = causal_flops(graph);
+      return b * (per_sequence.dense + per_sequence.attention) / step_s / gpus / 1e12;
     }
   }
   return 0;
@@ -265,6 +281,98 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
   }
   const Summary& mleng = by_source.at("ml-engineering");
   EXPECT_GT(mleng.lowest, 0.0) << "ml-engineering: no longer optimistic; tighten the bound";
+}
+
+// ml-engineering's step decomposition (tests/validation/ml-engineering-decomposition.json):
+// the two steps of its H200-against-B200 study, each split as bench_decompose.py
+// splits the measured one, into FlashAttention's kernels and everything else by
+// attention's share of the kernel time that is not NCCL's (here: the critical
+// path's compute and optimizer time), and the two FlashAttention kernels alone.
+// The steps' totals say by how much dtsim is off; these say where. The bounds
+// hold what they say today (README, "ml-engineering's step decomposition").
+TEST(PublishedRuns, MlEngineeringDecompositionPlacesTheError) {
+  std::ifstream in(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "ml-engineering-decomposition.json");
+  ASSERT_TRUE(in) << "tests/validation/ml-engineering-decomposition.json";
+  const nlohmann::json table = nlohmann::json::parse(in);
+  const std::vector<Case> cases = validation::outside_shared_cases();
+  hw::DeviceCatalog catalog;
+  struct Split {
+    double attention = 0, rest = 0, total = 0;  ///< signed errors, positive: optimistic
+  };
+  std::map<std::string, Split> split;
+  fmt::print("{:<10} {:<16} {:>9} {:>10} {:>8} {:>12} {:>13}\n", "gpu", "bucket", "measured", "predicted", "error",
+             "measured ms", "predicted ms");
+  for (const auto& row : table["steps"]) {
+    const auto c = std::find_if(cases.begin(), cases.end(), [&](const Case& k) { return k.id == row["id"]; });
+    ASSERT_NE(c, cases.end()) << row["id"];
+    model::Graph graph = model::load_workload_json(c->model, c->id, {});
+    topo::Cluster cluster =
+        topo::load_cluster(driver::resolve_input(c->cluster, "topologies", "--cluster"), catalog, {c->nodes});
+    driver::SimulationRequest request;
+    request.strategy = c->strategy;
+    const driver::Prediction p = driver::predict(graph, cluster, request);
+    const report::CriticalPath path = report::critical_path(p.tasks, p.timeline, p.costs.kernel_op_share);
+    double attention_s = 0, kernels_s = 0;
+    for (const report::PathShare& share : path.shares) {
+      if (share.kind == "compute: attention") attention_s += share.time.value();
+      if (share.kind.rfind("compute", 0) == 0 || share.kind == "optimizer") kernels_s += share.time.value();
+    }
+    ASSERT_GT(kernels_s, 0) << c->id;
+    // One sequence a GPU and step: the FLOPs per GPU are one sequence's.
+    const double step_s = p.report.step_time.value(), attention_share = attention_s / kernels_s;
+    const CausalFlops flops = causal_flops(graph);
+    const double attention_tflops = flops.attention / (step_s * attention_share) / 1e12;
+    const double rest_tflops = flops.dense / (step_s * (1 - attention_share)) / 1e12;
+    const double total_tflops = (flops.dense + flops.attention) / step_s / 1e12;
+    Split& e = split[row["gpu"]];
+    e.attention = attention_tflops / row["attention_tflops"].get<double>() - 1;
+    e.rest = rest_tflops / row["rest_tflops"].get<double>() - 1;
+    e.total = total_tflops / row["total_tflops"].get<double>() - 1;
+    const std::string gpu = row["gpu"];
+    const auto print = [&](const char* bucket, double measured_tflops, double predicted_tflops, double flop, double error) {
+      fmt::print("{:<10} {:<16} {:>9.0f} {:>10.0f} {:>+7.1f}% {:>12.1f} {:>13.1f}\n", gpu, bucket, measured_tflops,
+                 predicted_tflops, 100 * error, 1e3 * flop / (measured_tflops * 1e12), 1e3 * flop / (predicted_tflops * 1e12));
+    };
+    print("attention", row["attention_tflops"], attention_tflops, flops.attention, e.attention);
+    print("everything else", row["rest_tflops"], rest_tflops, flops.dense, e.rest);
+    print("total", row["total_tflops"], total_tflops, flops.dense + flops.attention, e.total);
+  }
+  // The kernels alone at the boost clock of a short loop: FlashAttention-4 on
+  // the B200 over FlashAttention-3 on the H200, forward and backward.
+  const auto kernel_time = [&](const std::string& device, const std::string& kernel, std::int64_t seq) {
+    const hw::Device* d = catalog.find(device);
+    EXPECT_NE(d, nullptr) << device;
+    const hw::Device with = catalog.with_kernel_figures(*d);
+    const hw::KernelModel model(with, with.kernel_figures);
+    const hw::AttentionKernel* k = model.figures().find_attention(kernel);
+    EXPECT_NE(k, nullptr) << device << " " << kernel;
+    return model.attention(*k, 32, seq, 128, true, false).value() + model.attention(*k, 32, seq, 128, true, true).value();
+  };
+  std::map<std::int64_t, double> ratio_error;
+  for (const auto& point : table["isolated_ratio"]) {
+    const std::int64_t seq = point["seq_len"];
+    const double predicted = kernel_time("H200-SXM", "flash3", seq) / kernel_time("B200", "flash4", seq);
+    ratio_error[seq] = predicted / point["b200_over_h200"].get<double>() - 1;
+    fmt::print("FlashAttention-4 on the B200 over -3 on the H200, {} tokens: measured {:.2f}x, predicted {:.2f}x ({:+.1f}%)\n",
+               seq, point["b200_over_h200"].get<double>(), predicted, 100 * ratio_error[seq]);
+  }
+  // A bucket holds its kernels and its share of the step's idle time, so the
+  // kernels ran at least at the measured bucket's rate: on the H200
+  // FlashAttention-3 ran in the step at 97.9% of dtsim's burst rate or more,
+  // where dtsim holds it at the share a matmul keeps at the power limit
+  // (0.888) and so is 15.7% slow; on the B200 FlashAttention-4 ran at 96% of
+  // dtsim's held rate or more. What the dense path loses is not found (README,
+  // "ml-engineering's step decomposition").
+  const auto within = [](double e, double lo, double hi, const std::string& what) {
+    EXPECT_GE(e, lo) << what << ": moved past today's gap; say why in the README and tighten";
+    EXPECT_LE(e, hi) << what << ": grew past today's gap";
+  };
+  within(split["H200-SXM"].attention, -0.20, -0.11, "H200 attention bucket");
+  within(split["B200"].attention, -0.07, 0.02, "B200 attention bucket");
+  within(split["H200-SXM"].rest, 0.10, 0.19, "H200 dense bucket");
+  within(split["B200"].rest, 0.30, 0.40, "B200 dense bucket");
+  within(ratio_error[8192], 0.17, 0.27, "FlashAttention-4 over -3 at 8k");
+  within(ratio_error[32768], 0.11, 0.21, "FlashAttention-4 over -3 at 32k");
 }
 
 }  // namespace
