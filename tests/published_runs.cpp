@@ -641,4 +641,6 @@ std::vector<Case> outside_shared_cases() {
   return out;
 }
 
+json validation_json(const std::string& name) { return load(validation_file(name)); }
+
 }  // namespace dtsim::validation

@@ -53,6 +53,8 @@ const std::vector<Source>& sources();
 /// Every end-to-end case of published-runs.json and every SC'21 row; empty
 /// when ../shared is not beside the checkout.
 std::vector<Case> end_to_end_cases();
+/// A file of published measurements kept in this repository (tests/validation/<name>).
+nlohmann::json validation_json(const std::string& name);
 /// Published runs that are not in ../shared (tests/validation/outside-shared.json).
 std::vector<Case> outside_shared_cases();
 

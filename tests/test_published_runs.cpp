@@ -7,7 +7,6 @@
 // "Validation").
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <set>
 
@@ -20,6 +19,7 @@
 #include "dtsim/plan/lower.hpp"
 #include "dtsim/report/critical_path.hpp"
 #include "dtsim/topo/cluster_loader.hpp"
+#include "kernel_model_of.hpp"
 #include "published_runs.hpp"
 
 using namespace dtsim;
@@ -75,7 +75,12 @@ double predicted_metric(const Case& c, const model::Graph& graph, double step_s,
   return 0;
 }
 
-Result predict(const Case& c) {
+// A case's model, and dtsim's prediction of it on the case's cluster and strategy.
+struct CasePrediction {
+  model::Graph graph;
+  driver::Prediction prediction;
+};
+CasePrediction predict_case(const Case& c) {
   model::Graph graph = model::load_workload_json(c.model, c.id, {});
   hw::DeviceCatalog catalog;
   topo::Cluster cluster =
@@ -83,6 +88,11 @@ Result predict(const Case& c) {
   driver::SimulationRequest request;
   request.strategy = c.strategy;
   driver::Prediction p = driver::predict(graph, cluster, request);
+  return {std::move(graph), std::move(p)};
+}
+
+Result predict(const Case& c) {
+  const auto [graph, p] = predict_case(c);
   Result r{c, predicted_metric(c, graph, p.report.step_time.value(), p.strategy.s.gbs), 0, p.report.fits_in_memory};
   r.error = c.metric == Metric::kIterationTime ? c.measured / r.predicted - 1 : r.predicted / c.measured - 1;
   return r;
@@ -291,13 +301,10 @@ TEST(PublishedRuns, OutsideSharedWithinTodaysError) {
 // The steps' totals say by how much dtsim is off; these say where. The bounds
 // hold what they say today (README, "ml-engineering's step decomposition").
 TEST(PublishedRuns, MlEngineeringDecompositionPlacesTheError) {
-  std::ifstream in(std::filesystem::path(DTSIM_SOURCE_DIR) / "tests" / "validation" / "ml-engineering-decomposition.json");
-  ASSERT_TRUE(in) << "tests/validation/ml-engineering-decomposition.json";
-  const nlohmann::json table = nlohmann::json::parse(in);
+  const nlohmann::json table = validation::validation_json("ml-engineering-decomposition.json");
   const std::vector<Case> cases = validation::outside_shared_cases();
-  hw::DeviceCatalog catalog;
   struct Split {
-    double attention = 0, rest = 0, total = 0;  ///< signed errors, positive: optimistic
+    double attention = 0, rest = 0;  ///< signed errors, positive: optimistic
   };
   std::map<std::string, Split> split;
   fmt::print("{:<10} {:<16} {:>9} {:>10} {:>8} {:>12} {:>13}\n", "gpu", "bucket", "measured", "predicted", "error",
@@ -305,12 +312,7 @@ TEST(PublishedRuns, MlEngineeringDecompositionPlacesTheError) {
   for (const auto& row : table["steps"]) {
     const auto c = std::find_if(cases.begin(), cases.end(), [&](const Case& k) { return k.id == row["id"]; });
     ASSERT_NE(c, cases.end()) << row["id"];
-    model::Graph graph = model::load_workload_json(c->model, c->id, {});
-    topo::Cluster cluster =
-        topo::load_cluster(driver::resolve_input(c->cluster, "topologies", "--cluster"), catalog, {c->nodes});
-    driver::SimulationRequest request;
-    request.strategy = c->strategy;
-    const driver::Prediction p = driver::predict(graph, cluster, request);
+    const auto [graph, p] = predict_case(*c);
     const report::CriticalPath path = report::critical_path(p.tasks, p.timeline, p.costs.kernel_op_share);
     double attention_s = 0, kernels_s = 0;
     for (const report::PathShare& share : path.shares) {
@@ -327,7 +329,6 @@ TEST(PublishedRuns, MlEngineeringDecompositionPlacesTheError) {
     Split& e = split[row["gpu"]];
     e.attention = attention_tflops / row["attention_tflops"].get<double>() - 1;
     e.rest = rest_tflops / row["rest_tflops"].get<double>() - 1;
-    e.total = total_tflops / row["total_tflops"].get<double>() - 1;
     const std::string gpu = row["gpu"];
     const auto print = [&](const char* bucket, double measured_tflops, double predicted_tflops, double flop, double error) {
       fmt::print("{:<10} {:<16} {:>9.0f} {:>10.0f} {:>+7.1f}% {:>12.1f} {:>13.1f}\n", gpu, bucket, measured_tflops,
@@ -335,18 +336,14 @@ TEST(PublishedRuns, MlEngineeringDecompositionPlacesTheError) {
     };
     print("attention", row["attention_tflops"], attention_tflops, flops.attention, e.attention);
     print("everything else", row["rest_tflops"], rest_tflops, flops.dense, e.rest);
-    print("total", row["total_tflops"], total_tflops, flops.dense + flops.attention, e.total);
+    print("total", row["total_tflops"], total_tflops, flops.dense + flops.attention,
+          total_tflops / row["total_tflops"].get<double>() - 1);
   }
   // The kernels alone at the boost clock of a short loop: FlashAttention-4 on
   // the B200 over FlashAttention-3 on the H200, forward and backward.
+  const hw::DeviceCatalog catalog;
   const auto kernel_time = [&](const std::string& device, const std::string& kernel, std::int64_t seq) {
-    const hw::Device* d = catalog.find(device);
-    if (d == nullptr) {
-      ADD_FAILURE() << device << " is not in the catalog";
-      return std::nan("");
-    }
-    const hw::Device with = catalog.with_kernel_figures(*d);
-    const hw::KernelModel model(with, with.kernel_figures);
+    const hw::KernelModel model = test_support::model_of(catalog, device);
     const hw::AttentionKernel* k = model.figures().find_attention(kernel);
     if (k == nullptr) {
       ADD_FAILURE() << device << " has no " << kernel;
@@ -389,14 +386,9 @@ TEST(PublishedRuns, MlEngineeringDecompositionPlacesTheError) {
 TEST(PublishedRuns, EveryPublishedLayoutBuildsWithItsRanksGroupsAndStages) {
   const std::vector<Case> cases = validation::end_to_end_cases();
   if (cases.empty()) GTEST_SKIP() << "no " << validation::shared_validation_dir() << " (../shared is not beside the checkout)";
-  hw::DeviceCatalog catalog;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.id);
-    model::Graph graph = model::load_workload_json(c.model, c.id, {});
-    topo::Cluster cluster = topo::load_cluster(driver::resolve_input(c.cluster, "topologies", "--cluster"), catalog, {c.nodes});
-    driver::SimulationRequest request;
-    request.strategy = c.strategy;
-    driver::Prediction p = driver::predict(graph, cluster, request);
+    const auto [graph, p] = predict_case(c);
     const plan::Strategy& s = p.strategy.s;
     EXPECT_EQ(p.tasks.world, c.gpus);
     EXPECT_EQ(std::int64_t{s.tp} * s.pp * s.cp * s.ep * s.dp, c.gpus);
